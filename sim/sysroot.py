@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""Materialize a simulated AMD Instinct node (a *profile*) into a sysroot tree.
+
+A profile (``sim/profiles/<name>.yml``) describes the hardware of one node: the KFD topology (copied
+verbatim from a real capture in ``tests/fixtures/kfd`` or generated from documented numbers), the GPUs'
+PCI devices, the CPUs, NUMA nodes and a few procfs/DMI files.  ``build`` writes the tree our modules read
+through their ``sysroot`` option (layout: ``docs/simulated-nodes.md``).
+
+Runs in the project venv (PyYAML)::
+
+    .venv/bin/python sim/sysroot.py list
+    .venv/bin/python sim/sysroot.py build mi250x-8gcd /tmp/node1
+    .venv/bin/python sim/sysroot.py expect mi250x-8gcd
+
+Importable: ``build(profile_name, dest)``, ``load_profile(name)``, ``list_profiles()``, ``PROFILES_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+
+import yaml
+
+SIM_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(SIM_DIR)
+PROFILES_DIR = os.path.join(SIM_DIR, "profiles")
+KFD_FIXTURES = os.path.join(REPO, "tests", "fixtures", "kfd")
+KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
+PCI_DEVICES = "sys/bus/pci/devices"
+CPU_DIR = "sys/devices/system/cpu"
+NODE_DIR = "sys/devices/system/node"
+# Written at the sysroot root so a later build may empty the directory again (see _prepare_dest).
+MARKER = ".sim-profile"
+AMD_VENDOR = "0x1002"
+# PCI class 0x12 = "Processing accelerators", the class lspci prints for Instinct GPUs
+# (tests/fixtures/smi/lspci-PP__mi300x-8gpu__system-acceptance-docs.txt).
+ACCEL_CLASS = "0x120000"
+# Keys that describe a profile rather than hardware: never inherited through ``base:``.
+_NOT_INHERITED = ("description", "provenance", "expect", "base")
+
+DEFAULTS = {
+    "cpu": {"threads_per_core": 2, "nps": 1, "model_name": "AMD EPYC (simulated)"},
+    "pcie": {"width": 16, "speed": "16.0 GT/s PCIe"},
+    # acpi-cpufreq style: every generic governor is available; a careless node runs schedutil.
+    "cpufreq": {
+        "present": True,
+        "driver": "acpi-cpufreq",
+        "governor": "schedutil",
+        "available": "conservative ondemand userspace powersave performance schedutil",
+    },
+    "cpuidle": {"driver": "acpi_idle", "states": ["POLL", "C1", "C2"]},
+    "thp": {
+        "enabled": "always [madvise] never",
+        "defrag": "always defer defer+madvise [madvise] never",
+    },
+    "iommu": {"units": 4},
+    "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=0f3b2c1e-5d4a-4f7e-9a55-3c2d1e0f9b8a ro quiet splash",
+    "numa_balancing": 1,
+    "dmi": {
+        "bios_vendor": "American Megatrends International, LLC.",
+        "bios_version": "1.0.0",
+        "bios_date": "01/01/2024",
+        "sys_vendor": "Simulated",
+        "product_name": "topotune simulated node",
+    },
+    "faults": {},
+}
+
+
+FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate")
+
+
+class ProfileError(Exception):
+    """A profile is missing, malformed or inconsistent."""
+
+
+# --------------------------------------------------------------------------------------------- loading
+def list_profiles():
+    """Return ``[(name, description)]`` for every profile file, sorted by name."""
+    out = []
+    for fname in sorted(os.listdir(PROFILES_DIR)):
+        if fname.endswith(".yml"):
+            name = fname[:-4]
+            out.append((name, _read_yaml(name).get("description", "").strip().splitlines()[0]))
+    return out
+
+
+def _read_yaml(name):
+    path = os.path.join(PROFILES_DIR, name + ".yml")
+    if not os.path.isfile(path):
+        known = ", ".join(n[:-4] for n in sorted(os.listdir(PROFILES_DIR)) if n.endswith(".yml"))
+        raise ProfileError(f"profile {name!r} not found in {PROFILES_DIR} (known: {known})")
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    if not isinstance(data, dict):
+        raise ProfileError(f"profile {path} is not a mapping")
+    return data
+
+
+def _merge(base, over):
+    out = dict(base)
+    for key, val in over.items():
+        if isinstance(val, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], val)
+        else:
+            out[key] = val
+    return out
+
+
+def load_profile(name, _seen=()):
+    """Load a profile, resolving ``base:`` (hardware keys are inherited, description/provenance/expect not)."""
+    if name in _seen:
+        raise ProfileError(f"profile {name!r}: base chain loops ({' -> '.join(_seen + (name,))})")
+    data = _read_yaml(name)
+    merged = dict(DEFAULTS)
+    if data.get("base"):
+        base = load_profile(data["base"], _seen + (name,))
+        merged = {k: v for k, v in base.items() if k not in _NOT_INHERITED and k != "name"}
+    merged = _merge(merged, data)
+    merged["name"] = name
+    for key in ("description", "provenance", "expect", "kfd"):
+        if key not in merged:
+            raise ProfileError(f"profile {name!r} lacks the required key {key!r}")
+    unknown = set(merged.get("faults") or {}) - set(FAULT_KEYS)
+    if unknown:
+        raise ProfileError(f"profile {name!r}: unknown fault(s) {sorted(unknown)}; known: {', '.join(FAULT_KEYS)}")
+    return merged
+
+
+# ------------------------------------------------------------------------------------------ KFD model
+def _read_props(path):
+    props = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) == 2:
+                props[parts[0]] = parts[1]
+    return props
+
+
+def _props_text(props):
+    return "".join(f"{k} {v}\n" for k, v in props.items())
+
+
+def _capture_root(capture):
+    """Return (source dir to copy, nodes dir) of a captured KFD tree (``nodes/`` or ``topology/nodes``)."""
+    root = os.path.join(KFD_FIXTURES, capture)
+    if os.path.isdir(os.path.join(root, "topology", "nodes")):
+        return os.path.join(root, "topology"), os.path.join(root, "topology", "nodes")
+    if os.path.isdir(os.path.join(root, "nodes")):
+        return root, os.path.join(root, "nodes")
+    raise ProfileError(f"KFD capture {root} has neither nodes/ nor topology/nodes/")
+
+
+def bdf_of(domain, location_id):
+    """PCI address from KFD ``domain`` + ``location_id`` = (bus << 8) | (dev << 3) | fn."""
+    loc = int(location_id)
+    return f"{int(domain):04x}:{loc >> 8 & 0xFF:02x}:{loc >> 3 & 0x1F:02x}.{loc & 0x7}"
+
+
+def _model_from_capture(profile):
+    """CPU nodes (logical CPU counts) and GPUs (BDF, KFD CPU node, render minor) read off the capture."""
+    _, nodes_dir = _capture_root(profile["kfd"]["capture"])
+    node_ids = sorted((int(n) for n in os.listdir(nodes_dir)), key=int)
+    props = {n: _read_props(os.path.join(nodes_dir, str(n), "properties")) for n in node_ids}
+    cpu_nodes = [n for n in node_ids if int(props[n].get("cpu_cores_count", 0)) > 0]
+    numa_of_cpu_node = {n: i for i, n in enumerate(cpu_nodes)}
+    gpus = []
+    for n in node_ids:
+        p = props[n]
+        if int(p.get("simd_count", 0)) == 0:
+            continue
+        links_dir = os.path.join(nodes_dir, str(n), "io_links")
+        best = None
+        for link in os.listdir(links_dir):
+            lp = _read_props(os.path.join(links_dir, link, "properties"))
+            to = int(lp["node_to"])
+            if to in numa_of_cpu_node and (best is None or int(lp["weight"]) < best[0]):
+                best = (int(lp["weight"]), numa_of_cpu_node[to])
+        if best is None:
+            raise ProfileError(f"capture node {n}: no io_link to a CPU node")
+        gpus.append({
+            "kfd_node": n,
+            "bdf": bdf_of(p["domain"], p["location_id"]),
+            "numa": best[1],
+            "minor": int(p["drm_render_minor"]),
+            "device_id": f"0x{int(p['device_id']):04x}",
+        })
+    # KFD's virtual CRAT sets cpu_cores_count = cpumask_weight(cpumask_of_node(n)): logical CPUs per node.
+    numa_cpus = [int(props[n]["cpu_cores_count"]) for n in cpu_nodes]
+    return numa_cpus, gpus
+
+
+def _synthetic_gpus(profile):
+    syn = profile["kfd"]["synthetic"]
+    n_numa = _numa_count(profile)
+    absent = set(profile["faults"].get("absent_gpus", []))
+    gpus = []
+    kfd_node = n_numa
+    for idx, bdf in enumerate(syn["bdfs"]):
+        if idx in absent:
+            continue
+        gpus.append({
+            "index": idx,
+            "kfd_node": kfd_node,
+            "bdf": bdf,
+            "numa": syn["gpu_numa"][idx],
+            "minor": 128 + len(gpus),
+            "device_id": syn["device_id"],
+        })
+        kfd_node += 1
+    return gpus
+
+
+def _numa_count(profile):
+    cpu = profile["cpu"]
+    return cpu["sockets"] * cpu["nps"]
+
+
+def _link_props(frm, to, typ, weight, min_bw, max_bw, flags, sdma_mask=0):
+    return {
+        "type": typ, "version_major": 0, "version_minor": 0, "node_from": frm, "node_to": to,
+        "weight": weight, "min_latency": 0, "max_latency": 0, "min_bandwidth": min_bw,
+        "max_bandwidth": max_bw, "recommended_transfer_size": 0,
+        "recommended_sdma_engine_id_mask": sdma_mask, "flags": flags,
+    }
+
+
+def _write_links(node_dir, sub, links):
+    os.makedirs(os.path.join(node_dir, sub), exist_ok=True)
+    for i, link in enumerate(links):
+        d = os.path.join(node_dir, sub, str(i))
+        os.makedirs(d)
+        _write(os.path.join(d, "properties"), _props_text(link))
+
+
+def _write_synthetic_kfd(profile, gpus, numa_cpus, first_cpu, topo):
+    """Generate a KFD tree: CPU nodes 0..N-1 (one per NUMA node), then one node per GPU."""
+    syn = profile["kfd"]["synthetic"]
+    n_numa = len(numa_cpus)
+    links_matrix = syn.get("xgmi_links")
+    bw_by_links = {int(k): v for k, v in syn.get("xgmi_bandwidth", {}).items()}
+    by_index = {g["index"]: g for g in gpus}
+
+    def nlinks(a, b):
+        if a == b:
+            return 0
+        if links_matrix is None:  # all-to-all, one link per pair
+            return 1
+        return int(links_matrix[a][b])
+
+    cpu_tpl = _read_props(os.path.join(_capture_root(syn["cpu_template"][0])[1], syn["cpu_template"][1],
+                                       "properties"))
+    gpu_tpl = _read_props(os.path.join(_capture_root(syn["gpu_template"][0])[1], syn["gpu_template"][1],
+                                       "properties"))
+    nodes = os.path.join(topo, "nodes")
+    for k in range(n_numa):
+        io = [_link_props(k, o, 1, 32, 0, 0, 0) for o in range(n_numa) if o != k]  # CPU-CPU (capture: type 1)
+        io += [_link_props(k, g["kfd_node"], 2, 20, 312, 32000, 3, 3) for g in gpus if g["numa"] == k]
+        props = dict(cpu_tpl, cpu_cores_count=numa_cpus[k], io_links_count=len(io), p2p_links_count=0,
+                     cpu_core_id_base=first_cpu[k])
+        d = os.path.join(nodes, str(k))
+        os.makedirs(d)
+        _write_links(d, "io_links", io)
+        os.makedirs(os.path.join(d, "p2p_links"))
+        _write(os.path.join(d, "properties"), _props_text(props))
+        _write(os.path.join(d, "gpu_id"), "0\n")
+        _write(os.path.join(d, "name"), "\n")
+    for g in gpus:
+        n = g["kfd_node"]
+        io = [_link_props(n, g["numa"], 2, 20, 312, 32000, 1, 3)]
+        p2p = [_link_props(n, o, 2, 52, 0, 0, 1) for o in range(n_numa) if o != g["numa"]]
+        for idx in sorted(by_index):
+            peer = by_index[idx]
+            cnt = nlinks(g["index"], idx)
+            if peer is g:
+                continue
+            if cnt:
+                lo, hi = bw_by_links[cnt]
+                io.append(_link_props(n, peer["kfd_node"], 11, syn["xgmi_weight"], lo, hi, 1, 28))
+            else:  # not directly linked: reached through the host, weights as in the mi210 capture
+                p2p.append(_link_props(n, peer["kfd_node"], 2, 52 if peer["numa"] == g["numa"] else 72,
+                                       0, 0, 3))
+        props = dict(gpu_tpl)
+        props.update(syn.get("gpu_properties", {}))
+        loc_dom, loc_bus, loc_rest = g["bdf"].split(":")
+        dev, fn = loc_rest.split(".")
+        props.update({
+            "io_links_count": len(io), "p2p_links_count": len(p2p),
+            "device_id": int(g["device_id"], 16), "gfx_target_version": syn["gfx_target_version"],
+            "location_id": (int(loc_bus, 16) << 8) | (int(dev, 16) << 3) | int(fn),
+            "domain": int(loc_dom, 16), "drm_render_minor": g["minor"], "hive_id": syn["hive_id"],
+            "unique_id": syn["hive_id"] // 7 + g["index"] * 1000003,
+        })
+        d = os.path.join(nodes, str(n))
+        os.makedirs(d)
+        _write_links(d, "io_links", io)
+        _write_links(d, "p2p_links", p2p)
+        _write(os.path.join(d, "properties"), _props_text(props))
+        _write(os.path.join(d, "gpu_id"), f"{40000 + g['index'] * 1111}\n")
+        _write(os.path.join(d, "name"), "ip discovery\n")  # what the mi308x capture's GPU nodes say
+    _write(os.path.join(topo, "system_properties"), "platform_oem 0\nplatform_id 0\nplatform_rev 0\n")
+    _write(os.path.join(topo, "generation_id"), "1\n")
+
+
+# ----------------------------------------------------------------------------------------- CPU layout
+def _cpu_layout(profile, numa_cpus):
+    """Linux-style numbering: first threads of all cores 0..C-1 (NUMA node by NUMA node), SMT siblings
+    at +C (as numactl -H shows on EPYC, e.g. smi/numactl-H__mi355x-8gpu-2s-epyc9575f: node0 0-63,128-191).
+    Returns (per-NUMA cpu lists, per-cpu (core_id, package, siblings)), first cpu per NUMA node."""
+    tpc = int(profile["cpu"]["threads_per_core"])
+    nps = int(profile["cpu"]["nps"])
+    for k, n in enumerate(numa_cpus):
+        if n % tpc:
+            raise ProfileError(f"profile {profile['name']}: NUMA node {k} has {n} CPUs, not a multiple of "
+                               f"threads_per_core={tpc}")
+    total_cores = sum(numa_cpus) // tpc
+    numa_lists, cpu_info, first = [], {}, []
+    core_base = 0
+    pkg_core_base = {}
+    for k, n in enumerate(numa_cpus):
+        pkg = k // nps
+        pkg_core_base.setdefault(pkg, core_base)
+        cores = range(core_base, core_base + n // tpc)
+        cpus = []
+        for core in cores:
+            siblings = [core + t * total_cores for t in range(tpc)]
+            for cpu in siblings:
+                cpu_info[cpu] = (core - pkg_core_base[pkg], pkg, siblings)
+            cpus.extend(siblings)
+        numa_lists.append(sorted(cpus))
+        first.append(core_base)
+        core_base += n // tpc
+    return numa_lists, cpu_info, first
+
+
+def cpulist(cpus):
+    """Kernel list format: ``0-15,64-79``."""
+    cpus = sorted(cpus)
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def cpumask(cpus, nr_cpus):
+    """Kernel mask format (``local_cpus``): 32-bit hex words, most significant first, comma separated."""
+    value = 0
+    for c in cpus:
+        value |= 1 << c
+    words = max(1, (nr_cpus + 31) // 32)
+    return ",".join(f"{(value >> (32 * w)) & 0xFFFFFFFF:08x}" for w in reversed(range(words)))
+
+
+# ---------------------------------------------------------------------------------------------- build
+def _write(path, text):
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _prepare_dest(dest, force):
+    """Empty DEST's contents but keep DEST itself: it may be a docker bind mount, and a replaced
+    directory would no longer be the one the container sees."""
+    if not os.path.isdir(dest):
+        if os.path.lexists(dest):
+            raise ProfileError(f"destination {dest} exists and is not a directory")
+        os.makedirs(dest)
+        return
+    entries = os.listdir(dest)
+    if entries and MARKER not in entries and not force:
+        raise ProfileError(f"destination {dest} is not empty and holds no {MARKER} marker (not a sysroot "
+                           "built here); empty it yourself or pass --force")
+    for entry in entries:
+        path = os.path.join(dest, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def build(profile_name, dest, force=False):
+    """Materialize PROFILE_NAME into DEST (created if missing, emptied and refilled if present).
+
+    Returns a summary dict (profile, files written, seconds)."""
+    start = time.monotonic()
+    profile = load_profile(profile_name)
+    faults = profile["faults"] or {}
+    dest = os.path.abspath(dest)
+    _prepare_dest(dest, force)
+
+    topo = os.path.join(dest, KFD_TOPOLOGY)
+    kfd = profile["kfd"]
+    if "capture" in kfd:
+        numa_cpus, gpus = _model_from_capture(profile)
+        numa_lists, cpu_info, first = _cpu_layout(profile, numa_cpus)
+        src, _ = _capture_root(kfd["capture"])
+        if src.endswith("topology"):
+            shutil.copytree(src, topo)
+        else:  # capture holds nodes/ only
+            os.makedirs(topo)
+            shutil.copytree(os.path.join(src, "nodes"), os.path.join(topo, "nodes"))
+        if faults.get("absent_gpus"):
+            raise ProfileError(f"profile {profile_name}: absent_gpus needs a synthetic KFD tree")
+    else:
+        cpu = profile["cpu"]
+        n_numa = _numa_count(profile)
+        per_numa = cpu["cores_per_socket"] // cpu["nps"] * cpu["threads_per_core"]
+        numa_cpus = [per_numa] * n_numa
+        numa_lists, cpu_info, first = _cpu_layout(profile, numa_cpus)
+        gpus = _synthetic_gpus(profile)
+        os.makedirs(os.path.join(topo, "nodes"))
+        _write_synthetic_kfd(profile, gpus, numa_cpus, first, topo)
+    _truncate_kfd(topo, faults.get("kfd_truncate"))
+
+    nr_cpus = sum(numa_cpus)
+    _write_pci(dest, profile, gpus, numa_lists, nr_cpus, faults)
+    _write_dev(dest, gpus)
+    _write_cpus(dest, profile, cpu_info, nr_cpus, faults)
+    _write_nodes(dest, profile, numa_lists)
+    _write_misc(dest, profile, nr_cpus)
+    _write(os.path.join(dest, MARKER), profile_name + "\n")
+    files = sum(len(f) for _, _, f in os.walk(dest))
+    return {"profile": profile_name, "dest": dest, "files": files,
+            "seconds": round(time.monotonic() - start, 3)}
+
+
+def _truncate_kfd(topo, spec):
+    """Fault: a KFD tree cut short (a node without ``properties``, a node without ``io_links/``)."""
+    if not spec:
+        return
+    for node in spec.get("drop_properties", []):
+        os.unlink(os.path.join(topo, "nodes", str(node), "properties"))
+    for node in spec.get("drop_io_links", []):
+        shutil.rmtree(os.path.join(topo, "nodes", str(node), "io_links"))
+
+
+def _write_pci(dest, profile, gpus, numa_lists, nr_cpus, faults):
+    pcie = profile["pcie"]
+    degraded = {d["gpu"]: d for d in faults.get("pcie_degraded", [])}
+    all_cpus = [c for lst in numa_lists for c in lst]
+    vm = faults.get("numa_node_minus1", False)
+    for pos, g in enumerate(gpus):
+        d = os.path.join(dest, PCI_DEVICES, g["bdf"])
+        os.makedirs(d, exist_ok=True)
+        local = all_cpus if vm else numa_lists[g["numa"]]
+        cur = degraded.get(pos, {})
+        values = {
+            "vendor": AMD_VENDOR, "device": g["device_id"], "class": ACCEL_CLASS,
+            "subsystem_vendor": AMD_VENDOR,
+            "numa_node": "-1" if vm else str(g["numa"]),
+            "local_cpulist": cpulist(local), "local_cpus": cpumask(local, nr_cpus),
+            "current_link_width": str(cur.get("width", pcie["width"])),
+            "max_link_width": str(pcie.get("max_width", pcie["width"])),
+            "current_link_speed": cur.get("speed", pcie["speed"]),
+            "max_link_speed": pcie.get("max_speed", pcie["speed"]),
+            "enable": "1",
+        }
+        for key, val in values.items():
+            _write(os.path.join(d, key), f"{val}\n")
+
+
+def _write_dev(dest, gpus):
+    """/dev/kfd and /dev/dri nodes as regular empty files: an unprivileged container cannot mknod; the
+    roles only test that they exist. sys/class/drm/<name>/device links to the PCI dir (relative)."""
+    os.makedirs(os.path.join(dest, "dev", "dri"))
+    _write(os.path.join(dest, "dev", "kfd"), "")
+    drm = os.path.join(dest, "sys", "class", "drm")
+    os.makedirs(drm)
+    for g in gpus:
+        for name in (f"renderD{g['minor']}", f"card{g['minor'] - 128}"):
+            _write(os.path.join(dest, "dev", "dri", name), "")
+            os.makedirs(os.path.join(drm, name))
+            os.symlink(os.path.join("..", "..", "..", "bus", "pci", "devices", g["bdf"]),
+                       os.path.join(drm, name, "device"))
+
+
+def _write_cpus(dest, profile, cpu_info, nr_cpus, faults):
+    base = os.path.join(dest, CPU_DIR)
+    os.makedirs(base)
+    span = f"0-{nr_cpus - 1}\n"
+    for fname in ("online", "possible", "present"):
+        _write(os.path.join(base, fname), span)
+    tpc = int(profile["cpu"]["threads_per_core"])
+    os.makedirs(os.path.join(base, "smt"))
+    _write(os.path.join(base, "smt", "active"), "1\n" if tpc > 1 else "0\n")
+    _write(os.path.join(base, "smt", "control"), "on\n" if tpc > 1 else "off\n")
+    idle = profile["cpuidle"]
+    os.makedirs(os.path.join(base, "cpuidle"))
+    _write(os.path.join(base, "cpuidle", "current_driver"), idle["driver"] + "\n")
+    freq = profile["cpufreq"]
+    with_freq = freq.get("present", True) and not faults.get("no_cpufreq", False)
+    for cpu, (core_id, pkg, siblings) in sorted(cpu_info.items()):
+        c = os.path.join(base, f"cpu{cpu}")
+        os.makedirs(os.path.join(c, "topology"))
+        _write(os.path.join(c, "topology", "thread_siblings_list"), cpulist(siblings) + "\n")
+        _write(os.path.join(c, "topology", "core_id"), f"{core_id}\n")
+        _write(os.path.join(c, "topology", "physical_package_id"), f"{pkg}\n")
+        if with_freq:
+            os.makedirs(os.path.join(c, "cpufreq"))
+            _write(os.path.join(c, "cpufreq", "scaling_governor"), freq["governor"] + "\n")
+            _write(os.path.join(c, "cpufreq", "scaling_available_governors"), freq["available"] + "\n")
+            _write(os.path.join(c, "cpufreq", "scaling_driver"), freq["driver"] + "\n")
+        for k, state in enumerate(idle["states"]):
+            s = os.path.join(c, "cpuidle", f"state{k}")
+            os.makedirs(s)
+            _write(os.path.join(s, "name"), state + "\n")
+            _write(os.path.join(s, "disable"), "0\n")
+
+
+def _write_nodes(dest, profile, numa_lists):
+    base = os.path.join(dest, NODE_DIR)
+    os.makedirs(base)
+    span = f"0-{len(numa_lists) - 1}\n" if len(numa_lists) > 1 else "0\n"
+    for fname in ("online", "possible", "has_cpu"):
+        _write(os.path.join(base, fname), span)
+    nps = int(profile["cpu"]["nps"])
+    for k, cpus in enumerate(numa_lists):
+        d = os.path.join(base, f"node{k}")
+        os.makedirs(d)
+        _write(os.path.join(d, "cpulist"), cpulist(cpus) + "\n")
+        # SLIT distances: 10 local, 12 same socket (NPS>1), 32 other socket (numactl -H mi355x capture).
+        dist = ["10" if o == k else ("12" if o // nps == k // nps else "32") for o in range(len(numa_lists))]
+        _write(os.path.join(d, "distance"), " ".join(dist) + "\n")
+
+
+def _write_misc(dest, profile, nr_cpus):
+    thp = os.path.join(dest, "sys", "kernel", "mm", "transparent_hugepage")
+    os.makedirs(thp)
+    _write(os.path.join(thp, "enabled"), profile["thp"]["enabled"] + "\n")
+    _write(os.path.join(thp, "defrag"), profile["thp"]["defrag"] + "\n")
+    dmi = os.path.join(dest, "sys", "class", "dmi", "id")
+    os.makedirs(dmi)
+    for key, val in profile["dmi"].items():
+        _write(os.path.join(dmi, key), f"{val}\n")
+    iommu = os.path.join(dest, "sys", "class", "iommu")
+    os.makedirs(iommu)
+    for i in range(int(profile["iommu"].get("units", 0))):
+        os.makedirs(os.path.join(iommu, f"ivhd{i}"))  # AMD-Vi units are named ivhdN
+    proc = os.path.join(dest, "proc")
+    os.makedirs(os.path.join(proc, "sys", "kernel"))
+    _write(os.path.join(proc, "cmdline"), profile["cmdline"] + "\n")
+    _write(os.path.join(proc, "sys", "kernel", "numa_balancing"), f"{profile['numa_balancing']}\n")
+    model = profile["cpu"]["model_name"]
+    _write(os.path.join(proc, "cpuinfo"),
+           "".join(f"processor\t: {c}\nvendor_id\t: AuthenticAMD\nmodel name\t: {model}\n\n"
+                   for c in range(nr_cpus)))
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="profile names and descriptions")
+    p_build = sub.add_parser("build", help="materialize PROFILE into DEST")
+    p_build.add_argument("profile")
+    p_build.add_argument("dest")
+    p_build.add_argument("--force", action="store_true",
+                         help="empty DEST even if it was not built by this tool")
+    p_exp = sub.add_parser("expect", help="print the profile's expect block as JSON")
+    p_exp.add_argument("profile")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "list":
+            for name, desc in list_profiles():
+                print(f"{name:20s} {desc}")
+        elif args.cmd == "build":
+            print(json.dumps(build(args.profile, args.dest, force=args.force)))
+        else:
+            print(json.dumps(load_profile(args.profile)["expect"], indent=2, sort_keys=True))
+    except (ProfileError, OSError, yaml.YAMLError) as exc:
+        print(f"sysroot: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

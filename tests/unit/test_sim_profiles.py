@@ -1,0 +1,349 @@
+"""Simulated-node profiles: every profile builds into a sysroot whose tree matches its ``expect`` block and
+the numbers it cites.  The tree is read directly (not through the topology module under test elsewhere)."""
+
+import filecmp
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SPEC = importlib.util.spec_from_file_location("sim_sysroot", os.path.join(REPO, "sim", "sysroot.py"))
+sysroot = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(sysroot)
+
+PROFILES = [name for name, _ in sysroot.list_profiles()]
+KFD = "sys/class/kfd/kfd/topology"
+PCI = "sys/bus/pci/devices"
+SPEED_RE = re.compile(r"^\d+\.\d GT/s PCIe$")
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _read(root, rel):
+    with open(os.path.join(root, rel), encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
+def _props(path):
+    with open(path, encoding="utf-8") as fh:
+        return dict(line.split() for line in fh if len(line.split()) == 2)
+
+
+def _parse_list(text):
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+class Tree:
+    """What a reader sees in a built sysroot."""
+
+    def __init__(self, root):
+        self.root = root
+        nodes_dir = os.path.join(root, KFD, "nodes")
+        self.nodes = {}
+        self.links = {}
+        for n in sorted(os.listdir(nodes_dir), key=int):
+            d = os.path.join(nodes_dir, n)
+            pf = os.path.join(d, "properties")
+            self.nodes[int(n)] = _props(pf) if os.path.exists(pf) else None
+            ld = os.path.join(d, "io_links")
+            self.links[int(n)] = (
+                [_props(os.path.join(ld, link, "properties")) for link in sorted(os.listdir(ld), key=int)]
+                if os.path.isdir(ld) else None
+            )
+        self.cpu_nodes = [n for n, p in self.nodes.items() if p and int(p["cpu_cores_count"]) > 0]
+        self.gpu_nodes = [n for n, p in self.nodes.items() if p and int(p["simd_count"]) > 0]
+        # GPU order = render minor order, read through sys/class/drm (independent of the KFD tree)
+        drm = os.path.join(root, "sys/class/drm")
+        minors = sorted(int(e[7:]) for e in os.listdir(drm) if e.startswith("renderD"))
+        self.gpu_bdfs = [os.path.basename(os.path.realpath(os.path.join(drm, f"renderD{m}", "device")))
+                         for m in minors]
+        self.pci = {
+            bdf: {f: _read(os.path.join(root, PCI, bdf), f) for f in os.listdir(os.path.join(root, PCI, bdf))}
+            for bdf in os.listdir(os.path.join(root, PCI))
+        }
+
+    def accel_bdfs(self):
+        return sorted(b for b, v in self.pci.items() if v["vendor"] == "0x1002" and v["class"] == "0x120000")
+
+    def cpus(self):
+        base = os.path.join(self.root, "sys/devices/system/cpu")
+        return sorted(int(e[3:]) for e in os.listdir(base) if re.fullmatch(r"cpu\d+", e))
+
+    def numa_lists(self):
+        base = os.path.join(self.root, "sys/devices/system/node")
+        return {int(e[4:]): _read(base, f"{e}/cpulist") for e in os.listdir(base) if re.fullmatch(r"node\d+", e)}
+
+    def xgmi_matrix(self, field="max_bandwidth"):
+        """GPU index x GPU index matrix of an io_link field for type-11 links (0 = no direct link)."""
+        idx = {n: i for i, n in enumerate(self.gpu_nodes)}
+        m = [[0] * len(idx) for _ in idx]
+        for n in self.gpu_nodes:
+            for link in self.links[n] or []:
+                if link["type"] == "11" and int(link["node_to"]) in idx:
+                    m[idx[n]][idx[int(link["node_to"])]] = int(link[field])
+        return m
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            dest = tmp_path_factory.mktemp(name)
+            sysroot.build(name, str(dest))
+            cache[name] = Tree(str(dest))
+        return cache[name]
+
+    return get
+
+
+def _counts(values):
+    out = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out
+
+
+# ------------------------------------------------------------------------------- expect checkers
+def _numa_of(tree):
+    return [int(tree.pci[b]["numa_node"]) for b in tree.gpu_bdfs]
+
+
+CHECKS = {
+    "gpu_count": lambda t, v: len(t.accel_bdfs()) == v == len(t.gpu_bdfs),
+    "device_id": lambda t, v: {t.pci[b]["device"] for b in t.accel_bdfs()} == {v},
+    "kfd_cpu_nodes": lambda t, v: len(t.cpu_nodes) == v,
+    "kfd_gpu_nodes": lambda t, v: len(t.gpu_nodes) == v,
+    "hives": lambda t, v: len({t.nodes[n]["hive_id"] for n in t.gpu_nodes} - {"0"}) == v,
+    "cpu_count": lambda t, v: len(t.cpus()) == v and _read(t.root, "sys/devices/system/cpu/online") == f"0-{v - 1}",
+    "numa_nodes": lambda t, v: len(t.numa_lists()) == v,
+    "smt_active": lambda t, v: _read(t.root, "sys/devices/system/cpu/smt/active") == ("1" if v else "0"),
+    "cpufreq": lambda t, v: os.path.isdir(os.path.join(t.root, "sys/devices/system/cpu/cpu0/cpufreq")) == v,
+    "gpu_numa": lambda t, v: _numa_of(t) == v,
+    "gpu_numa_counts": lambda t, v: _counts(_numa_of(t)) == {int(k): c for k, c in v.items()},
+    "numa_cpulists": lambda t, v: t.numa_lists() == {int(k): c for k, c in v.items()},
+    "gpu_bdfs": lambda t, v: t.gpu_bdfs == v,
+    "gpu_bdfs_include": lambda t, v: set(v) <= set(t.gpu_bdfs),
+    "pcie_current_width": lambda t, v: _counts(int(t.pci[b]["current_link_width"]) for b in t.gpu_bdfs)
+    == {int(k): c for k, c in v.items()},
+    "pcie_current_speed": lambda t, v: _counts(t.pci[b]["current_link_speed"] for b in t.gpu_bdfs) == v,
+    "pcie_max_width": lambda t, v: _counts(int(t.pci[b]["max_link_width"]) for b in t.gpu_bdfs)
+    == {int(k): c for k, c in v.items()},
+    "pcie_max_speed": lambda t, v: _counts(t.pci[b]["max_link_speed"] for b in t.gpu_bdfs) == v,
+    "pcie_degraded_bdfs": lambda t, v: [
+        b for b in t.gpu_bdfs if t.pci[b]["current_link_width"] != t.pci[b]["max_link_width"]
+    ] == v,
+    "xgmi_link_counts": lambda t, v: [[bw // 50000 for bw in row] for row in t.xgmi_matrix()] == v,
+    "xgmi_weight": lambda t, v: {w for row in t.xgmi_matrix("weight") for w in row} - {0} == {v},
+    "xgmi_all_to_all": lambda t, v: all(
+        (t.xgmi_matrix()[i][j] > 0) == (i != j) for i in range(len(t.gpu_nodes)) for j in range(len(t.gpu_nodes))
+    ) == v,
+    "kfd_missing_properties": lambda t, v: [n for n, p in t.nodes.items() if p is None] == v,
+    "kfd_missing_io_links": lambda t, v: [n for n, links in t.links.items() if links is None] == v,
+    "kfd_verbatim": lambda t, v: _same_tree(_capture_nodes(v), os.path.join(t.root, KFD, "nodes")),
+}
+
+
+def _capture_nodes(capture):
+    root = os.path.join(REPO, "tests", "fixtures", "kfd", capture)
+    return os.path.join(root, "topology", "nodes") if os.path.isdir(os.path.join(root, "topology")) else \
+        os.path.join(root, "nodes")
+
+
+def _same_tree(a, b):
+    cmp = filecmp.dircmp(a, b)
+    stack = [cmp]
+    while stack:
+        c = stack.pop()
+        if c.left_only or c.right_only or c.funny_files:
+            return False
+        _, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)
+        if mismatch or errors:
+            return False
+        stack.extend(c.subdirs.values())
+    return True
+
+
+# ---------------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("name", PROFILES)
+def test_profile_is_documented(name):
+    p = sysroot.load_profile(name)
+    assert p["description"].strip()
+    prov = p["provenance"]
+    assert prov["kind"] in ("capture", "synthetic", "fault", "scale")
+    if prov["kind"] == "capture":
+        assert "tests/fixtures/kfd/" in prov["source"] and prov["inferred"]
+    if prov["kind"] == "synthetic":
+        assert p["description"].startswith("SYNTHETIC") and len(prov["cites"]) >= 3
+    if prov["kind"] in ("fault", "scale"):
+        assert prov["derived_from"].split()[0] in PROFILES
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_tree_matches_expect(name, built):
+    tree = built(name)
+    expect = sysroot.load_profile(name)["expect"]
+    unknown = set(expect) - set(CHECKS)
+    assert not unknown, f"{name}: expect keys without a checker: {unknown}"
+    failed = [key for key, val in expect.items() if not CHECKS[key](tree, val)]
+    assert not failed, f"{name}: tree differs from expect on {failed}"
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_tree_is_self_consistent(name, built):
+    t = built(name)
+    # every KFD link starts at its node and ends at an existing node; counts match the directories
+    for n, links in t.links.items():
+        for link in links or []:
+            assert int(link["node_from"]) == n and int(link["node_to"]) in t.nodes
+        if links is not None and t.nodes[n] is not None:
+            assert int(t.nodes[n]["io_links_count"]) == len(links)
+    # KFD GPU nodes map to PCI devices through domain + location_id
+    for n in t.gpu_nodes:
+        p = t.nodes[n]
+        assert sysroot.bdf_of(p["domain"], p["location_id"]) in t.pci
+        assert os.path.isfile(os.path.join(t.root, "dev/dri", f"renderD{p['drm_render_minor']}"))
+    # NUMA cpulists partition the CPUs; SMT siblings agree with the per-CPU topology files
+    cpus = t.cpus()
+    all_numa = sorted(c for lst in t.numa_lists().values() for c in _parse_list(lst))
+    assert all_numa == cpus == list(range(len(cpus)))
+    for cpu in (cpus[0], cpus[-1]):
+        sib = _parse_list(_read(t.root, f"sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"))
+        assert cpu in sib
+    for bdf in t.gpu_bdfs:
+        dev = t.pci[bdf]
+        assert SPEED_RE.match(dev["current_link_speed"]) and SPEED_RE.match(dev["max_link_speed"])
+        numa = int(dev["numa_node"])
+        expected = t.numa_lists()[numa] if numa >= 0 else f"0-{len(cpus) - 1}"
+        assert dev["local_cpulist"] == expected
+        mask = int(dev["local_cpus"].replace(",", ""), 16)
+        assert sorted(c for c in cpus if mask >> c & 1) == _parse_list(expected)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_careless_host_state(name, built):
+    """A fresh node is untuned: the roles must have something to change."""
+    t = built(name)
+    assert "[madvise]" in _read(t.root, "sys/kernel/mm/transparent_hugepage/enabled")
+    cmdline = _read(t.root, "proc/cmdline")
+    assert "iommu=pt" not in cmdline and "pci=realloc=off" not in cmdline
+    assert _read(t.root, "proc/sys/kernel/numa_balancing") == "1"
+    assert _read(t.root, "sys/devices/system/cpu/cpuidle/current_driver") == "acpi_idle"
+    assert _read(t.root, "sys/devices/system/cpu/cpu0/cpuidle/state2/name") == "C2"
+    assert os.path.isfile(os.path.join(t.root, "dev/kfd"))
+    freq = os.path.join(t.root, "sys/devices/system/cpu/cpu0/cpufreq")
+    if os.path.isdir(freq):
+        gov = _read(freq, "scaling_governor")
+        assert gov != "performance" and gov in _read(freq, "scaling_available_governors").split()
+    for key in ("bios_version", "bios_vendor", "bios_date", "product_name", "sys_vendor"):
+        assert _read(t.root, f"sys/class/dmi/id/{key}")
+
+
+def test_mi250x_cited_numbers(built):
+    t = built("mi250x-8gcd")
+    gcd0 = {int(link["node_to"]): link for link in t.links[t.gpu_nodes[0]]}
+    gcd = dict(enumerate(t.gpu_nodes))
+    # 4 links to GCD1 (same package), 1 to GCD2, 2 to GCD6 (shownodesbw min-max), nothing to GCD3/4/5/7
+    assert (gcd0[gcd[1]]["min_bandwidth"], gcd0[gcd[1]]["max_bandwidth"]) == ("50000", "200000")
+    assert (gcd0[gcd[2]]["min_bandwidth"], gcd0[gcd[2]]["max_bandwidth"]) == ("50000", "50000")
+    assert (gcd0[gcd[6]]["min_bandwidth"], gcd0[gcd[6]]["max_bandwidth"]) == ("50000", "100000")
+    assert not {gcd[i] for i in (3, 4, 5, 7)} & set(gcd0)
+    assert all(gcd0[gcd[i]]["type"] == "11" and gcd0[gcd[i]]["weight"] == "15" for i in (1, 2, 6))
+    # the matrix is symmetric and every package pair (0-1, 2-3, 4-5, 6-7) has 4 links
+    m = t.xgmi_matrix()
+    assert all(m[i][j] == m[j][i] for i in range(8) for j in range(8))
+    assert [m[i][i + 1] for i in (0, 2, 4, 6)] == [200000] * 4
+    # Frontier table: GCD -> L3 region threads, inside the GCD's NUMA node
+    frontier = {4: "0-7,64-71", 5: "8-15,72-79", 2: "16-23,80-87", 3: "24-31,88-95",
+                6: "32-39,96-103", 7: "40-47,104-111", 0: "48-55,112-119", 1: "56-63,120-127"}
+    for g, threads in frontier.items():
+        local = _parse_list(t.pci[t.gpu_bdfs[g]]["local_cpulist"])
+        assert set(_parse_list(threads)) <= set(local)
+    assert len(t.cpus()) == 128
+    # one GCD's KFD CPU link goes to the KFD CPU node numbered as its NUMA node
+    for i, n in enumerate(t.gpu_nodes):
+        to_cpu = [int(link["node_to"]) for link in t.links[n] if link["type"] == "2"]
+        assert to_cpu == [int(t.pci[t.gpu_bdfs[i]]["numa_node"])]
+
+
+def test_mi300x_spx_cited_numbers(built):
+    t = built("mi300x-8gpu-spx")
+    m = t.xgmi_matrix()
+    assert all((m[i][j] == 50000) == (i != j) for i in range(8) for j in range(8))
+    assert {t.nodes[n]["gfx_target_version"] for n in t.gpu_nodes} == {"90402"}
+    assert {t.pci[b]["max_link_speed"] for b in t.gpu_bdfs} == {"32.0 GT/s PCIe"}
+    assert len(t.cpus()) == 384
+
+
+def test_fault_x8_has_exactly_one_degraded_gpu(built):
+    t = built("fault-x8-gen3")
+    slow = [b for b in t.gpu_bdfs if t.pci[b]["current_link_width"] == "8"]
+    assert slow == ["0000:5c:00.0"]
+    dev = t.pci[slow[0]]
+    assert (dev["current_link_speed"], dev["max_link_width"], dev["max_link_speed"]) == (
+        "8.0 GT/s PCIe", "16", "32.0 GT/s PCIe")
+
+
+def test_scale_profiles_differ_only_in_cpus(built):
+    small, big = built("cpu16"), built("cpu256")
+    assert (len(small.cpus()), len(big.cpus())) == (16, 256)
+    assert small.gpu_bdfs == big.gpu_bdfs
+    assert small.links == big.links
+    for n in small.gpu_nodes:
+        assert small.nodes[n] == big.nodes[n]
+
+
+def test_build_into_existing_dir_keeps_inode(tmp_path):
+    dest = tmp_path / "bind-mount"
+    dest.mkdir()
+    inode = dest.stat().st_ino
+    sysroot.build("cpu256", str(dest))
+    assert (dest / "sys/devices/system/cpu/cpu255").is_dir()
+    sysroot.build("cpu16", str(dest))
+    assert dest.stat().st_ino == inode
+    assert not (dest / "sys/devices/system/cpu/cpu16").exists()
+    assert (dest / sysroot.MARKER).read_text().strip() == "cpu16"
+
+
+def test_build_refuses_a_foreign_directory(tmp_path):
+    (tmp_path / "precious").write_text("keep me")
+    with pytest.raises(sysroot.ProfileError, match="not empty"):
+        sysroot.build("cpu16", str(tmp_path))
+    assert (tmp_path / "precious").read_text() == "keep me"
+
+
+def test_unknown_profile_names_the_known_ones():
+    with pytest.raises(sysroot.ProfileError, match="mi250x-8gcd"):
+        sysroot.load_profile("mi999")
+
+
+def test_drm_links_stay_inside_the_sysroot(built):
+    t = built("mi308x-cpx")
+    link = os.path.join(t.root, "sys/class/drm/renderD128/device")
+    assert not os.path.isabs(os.readlink(link))
+    assert os.path.realpath(link) == os.path.realpath(os.path.join(t.root, PCI, "0000:0a:00.0"))
+
+
+@pytest.mark.parametrize("args", [["list"], ["expect", "mi250x-8gcd"]])
+def test_cli(args):
+    out = subprocess.run([sys.executable, os.path.join(REPO, "sim", "sysroot.py"), *args],
+                         capture_output=True, text=True, check=True).stdout
+    if args[0] == "list":
+        assert {line.split()[0] for line in out.splitlines()} == set(PROFILES)
+    else:
+        assert json.loads(out)["gpu_numa"] == [3, 3, 1, 1, 0, 0, 2, 2]
+
+
+def test_cli_error_is_a_message_not_a_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "sim", "sysroot.py"), "build", "nope", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "not found" in proc.stderr
