@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "sim"))
@@ -58,7 +59,14 @@ def start_node(name, profile):
         "-v", tree + ":/sim:rw",
         IMAGE, "/lib/systemd/systemd",
     )
-    state = docker("exec", name, "systemctl", "is-system-running", "--wait", check=False).strip()
+    # systemctl answers only once PID 1 has set up its private socket: retry until then.
+    deadline = time.monotonic() + 90
+    state = ""
+    while time.monotonic() < deadline:
+        state = docker("exec", name, "systemctl", "is-system-running", "--wait", check=False).strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(0.5)
     if state not in ("running", "degraded"):
         raise SystemExit("node %s did not boot (systemd: %s)" % (name, state or "no answer"))
     return name, profile
