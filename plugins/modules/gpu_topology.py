@@ -1,0 +1,249 @@
+#!/usr/bin/python
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+---
+module: gpu_topology
+short_description: Discover the AMD Instinct GPU topology of a node
+version_added: "0.1.0"
+description:
+  - Reads the GPU topology of the managed node into one normalized model (GPUs, links, NUMA nodes,
+    xGMI hives and cliques, physical devices) and returns it as C(topology) and as the fact
+    C(topotune_topology).
+  - KFD sysfs (C(/sys/class/kfd/kfd/topology)) needs no ROCm user space and is read in milliseconds;
+    PCI sysfs gives each GPU's NUMA node, local CPUs and PCIe link width/speed, and
+    C(/sys/devices/system/node) the CPU list of every NUMA node.
+  - C(amd-smi) (both C(topology --json) schemas) and C(rocm-smi) (C(--showtopo --json)) are alternative
+    sources and cross-check sources. They run without a shell, with C(LC_ALL=C) and a timeout.
+  - Read-only; check mode runs the same reads and returns the same result.
+  - Incomplete input (a truncated KFD tree, a GPU without PCI NUMA information, a duplicated KFD node)
+    gives a partial model and one C(warnings) entry per problem; input that cannot give a model fails
+    with a one-line message naming the file or section.
+author:
+  - topotune contributors
+options:
+  source:
+    description:
+      - Where the topology comes from.
+      - C(auto) takes the first that works of C(kfd), C(amd-smi), C(rocm-smi).
+    type: str
+    choices: [auto, kfd, amd-smi, rocm-smi]
+    default: auto
+  sysroot:
+    description:
+      - Directory under which C(sys/) is read (C(/) on a real node, C(/sim) on a simulated node, or an
+        unpacked node snapshot).
+    type: path
+    default: /
+  cross_check:
+    description:
+      - Also consult the other available sources and report where they disagree with the chosen one in
+        C(topology.discrepancies). Unavailable sources add a warning, not a failure.
+    type: bool
+    default: false
+  amd_smi_path:
+    description: Path or name of the C(amd-smi) executable.
+    type: str
+    default: amd-smi
+  rocm_smi_path:
+    description: Path or name of the C(rocm-smi) executable.
+    type: str
+    default: rocm-smi
+  command_timeout:
+    description:
+      - Seconds after which an C(amd-smi) or C(rocm-smi) call is abandoned (C(amd-smi) can hang when the
+        driver is wedged).
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+notes:
+  - KFD numbers link types 2 (PCIe) and 11 (xGMI); rocm-smi's own enum says 1 and 2. The model uses
+    the words C(pcie) and C(xgmi).
+  - Hops follow rocm-smi, 1 = direct xGMI, 2 = PCIe under one CPU socket or xGMI through another GPU
+    of the same hive, 3 = PCIe across sockets.
+seealso:
+  - name: KFD topology in sysfs
+    description: Node and link properties of the amdkfd driver.
+    link: https://github.com/torvalds/linux/blob/master/drivers/gpu/drm/amd/amdkfd/kfd_topology.c
+"""
+
+EXAMPLES = r"""
+- name: Discover the GPU topology
+  topotune.instinct.gpu_topology:
+  register: __topo
+
+- name: Show the GPUs of NUMA node 0
+  ansible.builtin.debug:
+    msg: "{{ (topotune_topology.numa_nodes | selectattr('node', 'equalto', 0) | first).gpus }}"
+
+- name: Read a simulated node and cross-check with amd-smi
+  topotune.instinct.gpu_topology:
+    sysroot: /sim
+    cross_check: true
+    command_timeout: 10
+"""
+
+RETURN = r"""
+topology:
+  description: The topology model (also set as the fact C(topotune_topology)). Schema version 1.
+  returned: success
+  type: dict
+  contains:
+    schema:
+      description: Model schema version.
+      type: int
+      sample: 1
+    source:
+      description: Source of the model, C(kfd), C(amd-smi) or C(rocm-smi).
+      type: str
+      sample: kfd
+    sources:
+      description: Every source consulted (the model's first, then cross-check sources).
+      type: list
+      elements: str
+      sample: [kfd, amd-smi]
+    gpus:
+      description:
+        - One entry per logical GPU as ROCm enumerates it (a CPX partition is one GPU), ordered by index.
+        - From KFD the index is the order of the GPU nodes by KFD node number; from an smi tool, its own index.
+        - Keys C(index), C(kfd_node), C(gpu_id), C(bdf), C(physical_index), C(partition) (C(index),
+          C(count), or null), C(gfx), C(gfx_target_version), C(device_id), C(vendor_id), C(render_minor),
+          C(hive_id) (decimal string, null when none), C(numa_node) (Linux NUMA node, null when unknown),
+          C(numa_source) (C(pci), C(kfd), C(smi) or null), C(cpus) (cpulist of the local CPUs),
+          C(pcie) (C(current_width), C(max_width), C(current_speed_gts), C(max_speed_gts), or null),
+          C(simd_count), C(num_xcc), C(unique_id), C(name). Unknown values are null.
+      type: list
+      elements: dict
+      sample:
+        - index: 0
+          kfd_node: 2
+          gpu_id: null
+          bdf: "0000:63:00.0"
+          physical_index: 0
+          partition: null
+          gfx: gfx90a
+          gfx_target_version: 90010
+          device_id: "0x740f"
+          vendor_id: "0x1002"
+          render_minor: 128
+          hive_id: "12609507387757274807"
+          numa_node: 0
+          numa_source: kfd
+          cpus: "0-63"
+          pcie: null
+          simd_count: 416
+          num_xcc: 1
+          unique_id: "1801979520617338022"
+          name: null
+    links:
+      description:
+        - Exactly one entry per unordered GPU pair, C(a) < C(b), when the source gives links.
+        - C(type) is C(xgmi) or C(pcie); C(hops) 1 = direct xGMI, 2 = PCIe on one socket or xGMI through
+          one GPU of the same hive, 3 = PCIe across sockets; C(weight) is the KFD/rocm-smi weight (null
+          when unknown); C(xgmi_links) the number of xGMI links (null when unknown); C(bandwidth_mbps)
+          C(min)/C(max) in MB/s or null.
+      type: list
+      elements: dict
+      sample:
+        - {a: 0, b: 1, type: xgmi, hops: 1, weight: 15, xgmi_links: null, bandwidth_mbps: {min: 50000, max: 50000}}
+    numa_nodes:
+      description: NUMA nodes with their CPU list (C(cpus), null when unknown) and local GPU indices (C(gpus)).
+      type: list
+      elements: dict
+      sample:
+        - {node: 0, cpus: "0-63,128-191", gpus: [0, 1, 2, 3]}
+    hives:
+      description: xGMI hives (C(hive_id), C(gpus)).
+      type: list
+      elements: dict
+      sample:
+        - {hive_id: "12609507387757274807", gpus: [0, 1, 2, 3]}
+    xgmi_cliques:
+      description: Maximal sets (two GPUs or more) of GPUs pairwise joined by direct xGMI links.
+      type: list
+      elements: list
+      sample: [[0, 1, 2, 3], [4, 5, 6, 7]]
+    physical_devices:
+      description: Physical devices (PCI device / OAM) with the function-0 C(bdf) and their logical GPUs.
+      type: list
+      elements: dict
+      sample:
+        - {physical_index: 0, bdf: "0000:05:00.0", gpus: [0, 1, 2, 3, 4, 5, 6, 7]}
+    warnings:
+      description: Everything that made the model partial or uncertain, one sentence each.
+      type: list
+      elements: str
+    discrepancies:
+      description: Disagreements between sources (C(what), C(gpu) index or null, C(values) per source).
+      type: list
+      elements: dict
+      sample:
+        - {what: numa_node, gpu: 3, values: {kfd: 0, amd-smi: 1}}
+ansible_facts:
+  description: Facts set by the module.
+  returned: success
+  type: dict
+  contains:
+    topotune_topology:
+      description: The same model as C(topology).
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover, run_command
+
+
+class GpuTopology:
+    """Reads the topology; there is nothing to write."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+
+    def _runner(self, argv):
+        return run_command(argv, timeout=self.params["command_timeout"])
+
+    def run(self):
+        try:
+            model = discover(
+                source=self.params["source"],
+                sysroot=self.params["sysroot"],
+                cross_check=self.params["cross_check"],
+                amd_smi=self.params["amd_smi_path"],
+                rocm_smi=self.params["rocm_smi_path"],
+                runner=self._runner,
+            )
+        except TopotuneError as err:
+            self.module.fail_json(msg="gpu_topology: %s" % err)
+        for warning in model["warnings"]:
+            self.module.warn(warning)
+        return {"changed": False, "topology": model, "ansible_facts": {"topotune_topology": model}}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "source": {"type": "str", "default": "auto", "choices": ["auto", "kfd", "amd-smi", "rocm-smi"]},
+            "sysroot": {"type": "path", "default": "/"},
+            "cross_check": {"type": "bool", "default": False},
+            "amd_smi_path": {"type": "str", "default": "amd-smi"},
+            "rocm_smi_path": {"type": "str", "default": "rocm-smi"},
+            "command_timeout": {"type": "int", "default": 30},
+        },
+        supports_check_mode=True,
+    )
+    if module.params["command_timeout"] < 1:
+        module.fail_json(msg="gpu_topology: command_timeout must be at least 1 second, got %d"
+                         % module.params["command_timeout"])
+    module.exit_json(**GpuTopology(module).run())
+
+
+if __name__ == "__main__":
+    main()
