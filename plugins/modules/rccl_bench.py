@@ -1,0 +1,264 @@
+#!/usr/bin/python
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run rccl-tests all_reduce_perf (or parse a saved run) and compare its bus bandwidth with the expected figure."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rccl_bench
+author: topotune contributors
+short_description: Run rccl-tests all_reduce_perf and compare bus bandwidth with the GPU generation's reference
+description:
+  - Runs the rccl-tests C(all_reduce_perf) binary at O(rccl_tests_path) with O(arguments) (no shell, with
+    O(timeout)), or parses a saved run given as O(output_file), and returns the parsed table as RV(result).
+  - Parses rccl-tests and nccl-tests output, new and old column layouts (detected from the column header
+    line), in-place and out-of-place columns and the C(# Avg bus bandwidth) footer. A truncated run keeps its
+    complete rows and adds a warning.
+  - When the binary is absent the module returns RV(skipped)=V(true) with a message saying how to install it
+    or where to point O(rccl_tests_path); that is not a failure.
+  - Compares the bus bandwidth at the reference message size with O(expectations) (the knowledge file
+    C(rccl_expectations)) for the node's GPU generation (O(generation), or the device ids of O(topology)
+    looked up in O(gpu_generations), or the device name printed by the run). Generations without a sourced
+    figure compare as V(unknown).
+  - Check mode does not run the benchmark (it returns RV(skipped) with the reason) unless
+    O(run_in_check_mode=true); a saved O(output_file) is parsed in check mode too.
+  - Read-only on the host; RV(changed) is always V(false).
+options:
+  rccl_tests_path:
+    description:
+      - The C(all_reduce_perf) binary, or the rccl-tests directory holding it (C(build/all_reduce_perf) or
+        C(all_reduce_perf)).
+    type: path
+    default: /opt/rccl-tests/build/all_reduce_perf
+  arguments:
+    description:
+      - Arguments passed to the binary as an argv list (no shell). The default sweeps 8 B .. 16 GiB with one
+        process driving 8 GPUs; the reference message size of the comparison is 16 GiB.
+      - Set C(-g) to the node's GPU count.
+    type: list
+    elements: str
+    default: ["-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
+  environment:
+    description: Extra environment variables for the run (for example C(NCCL_DEBUG=VERSION)).
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds before the run is killed and the module fails.
+    type: int
+    default: 1800
+  output_file:
+    description: Parse this saved rccl-tests/nccl-tests output instead of running the benchmark.
+    type: path
+  run_in_check_mode:
+    description: Run the benchmark in check mode too (it changes no state, but takes the GPUs for a while).
+    type: bool
+    default: false
+  generation:
+    description: GPU generation to compare with (for example C(MI300X)); detected when omitted.
+    type: str
+  topology:
+    description: The C(topotune_topology) fact; its C(gpus[].device_id) identify the generation.
+    type: dict
+  gpu_generations:
+    description: The knowledge file C(gpu_generations) (maps device ids to generations).
+    type: dict
+  expectations:
+    description:
+      - The knowledge file C(rccl_expectations) (C(lookup('topotune.instinct.knowledge', 'rccl_expectations'))).
+        Without it the comparison is V(unknown).
+    type: dict
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+notes:
+  - The reference figures are observed runs, not AMD specifications; see C(knowledge/rccl_expectations.yml)
+    and C(docs/benchmark.md).
+"""
+
+EXAMPLES = r"""
+- name: Run all_reduce_perf and compare with the MI300X reference
+  topotune.instinct.rccl_bench:
+    rccl_tests_path: /opt/rccl-tests/build/all_reduce_perf
+    arguments: ["-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
+    topology: "{{ topotune_topology | default(omit) }}"
+    gpu_generations: "{{ lookup('topotune.instinct.knowledge', 'gpu_generations') }}"
+    expectations: "{{ lookup('topotune.instinct.knowledge', 'rccl_expectations') }}"
+  register: __benchmark_rccl
+
+- name: Parse a saved run
+  topotune.instinct.rccl_bench:
+    output_file: /var/tmp/all_reduce_perf.txt
+    generation: MI300X
+    expectations: "{{ lookup('topotune.instinct.knowledge', 'rccl_expectations') }}"
+"""
+
+RETURN = r"""
+skipped:
+  description: V(true) when nothing was run or parsed (binary absent, or check mode); RV(msg) says why.
+  returned: always
+  type: bool
+  sample: false
+msg:
+  description: What happened, in one line.
+  returned: always
+  type: str
+  sample: "parsed 32 rows of /opt/rccl-tests/build/all_reduce_perf; avg busbw 116.669 GB/s"
+cmd:
+  description: The argv run (empty when a saved file was parsed or nothing ran).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/opt/rccl-tests/build/all_reduce_perf", "-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
+result:
+  description:
+    - The parsed run (null when skipped). C(rows) (one per message size with C(size) bytes, C(count), C(type),
+      C(redop), C(root), C(out_of_place) and C(in_place) each with C(time_us), C(algbw), C(busbw) GB/s and
+      C(wrong) or C(error)); C(avg_busbw) (null when the footer is absent); C(peak_busbw); C(params) (the
+      C(# nThread ...) line); C(ranks), C(n_ranks), C(device_names), C(versions); C(format) (V(new) with
+      C(#wrong), V(old) with C(error)); C(complete); C(warnings).
+  returned: always
+  type: dict
+  sample: {avg_busbw: 116.669, peak_busbw: 318.98, n_ranks: 8, complete: true}
+comparison:
+  description:
+    - C(generation) and how it was found (C(generation_from)), C(expected_busbw), C(measured_busbw) at
+      C(message_bytes), C(ratio), C(status) (V(ok), V(below), V(unknown)), C(reason), C(source).
+  returned: always
+  type: dict
+  sample: {generation: MI300X, expected_busbw: 318.98, measured_busbw: 318.98, status: ok}
+rc:
+  description: Exit code of the benchmark.
+  returned: when the benchmark ran
+  type: int
+  sample: 0
+"""
+
+import os
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.topotune.instinct.plugins.module_utils.rccl import (
+    RcclParseError,
+    compare_busbw,
+    parse_perf,
+    resolve_generation,
+)
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+
+_BINARY = "all_reduce_perf"
+_INSTALL_HINT = ("build rccl-tests (https://github.com/ROCm/rccl-tests: `make MPI=0`) or set rccl_tests_path "
+                 "(playbook variable topotune_rccl_tests_path) to its all_reduce_perf")
+
+
+def find_binary(path):
+    """The all_reduce_perf executable for ``path`` (a file or an rccl-tests directory), or None."""
+    candidates = [path]
+    if os.path.isdir(path):
+        candidates = [os.path.join(path, "build", _BINARY), os.path.join(path, _BINARY)]
+    for candidate in candidates:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class RcclBench:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+
+    def _skip(self, msg):
+        # no `rc` key here: Ansible marks any result with a non-zero/None rc as failed
+        return {"changed": False, "skipped": True, "msg": msg, "cmd": [], "result": None,
+                "comparison": {"status": "unknown", "reason": msg}}
+
+    def _run(self, binary):
+        argv = [binary] + [str(a) for a in self.params["arguments"]]
+        env = dict(os.environ, LC_ALL="C")
+        env.update({str(k): str(v) for k, v in (self.params["environment"] or {}).items()})
+        try:
+            # AnsibleModule.run_command has no timeout; a hung collective must not block the play forever
+            proc = subprocess.run(argv, capture_output=True, env=env, timeout=self.params["timeout"], check=False,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise TopotuneError("`%s` timed out after %ss: raise timeout or shrink the sweep (-e)"
+                                % (" ".join(argv), self.params["timeout"])) from None
+        except OSError as err:
+            raise TopotuneError("`%s` cannot be started: %s" % (" ".join(argv), err.strerror)) from None
+        return argv, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+    def run(self):
+        p = self.params
+        argv, rc = [], None
+        if p["output_file"]:
+            try:
+                with open(p["output_file"], "rb") as handle:
+                    text = handle.read().decode("utf-8", "replace")
+            except OSError as err:
+                raise TopotuneError("output_file %s cannot be read: %s" % (p["output_file"], err.strerror)) from None
+            source = p["output_file"]
+        else:
+            binary = find_binary(p["rccl_tests_path"])
+            if binary is None:
+                return self._skip("rccl-tests all_reduce_perf not found at %s (not an executable file or rccl-tests "
+                                  "directory): benchmark skipped; %s" % (p["rccl_tests_path"], _INSTALL_HINT))
+            if self.module.check_mode and not p["run_in_check_mode"]:
+                return self._skip("check mode: all_reduce_perf (%s) not run; set run_in_check_mode: true to run it"
+                                  % binary)
+            argv, rc, text, err = self._run(binary)
+            source = binary
+            if rc != 0:
+                last = (err or text).strip().splitlines()
+                raise TopotuneError("`%s` failed (rc=%s): %s" % (" ".join(argv), rc, last[-1] if last else "no output"))
+        result = parse_perf(text, source)
+        for warning in result["warnings"]:
+            self.module.warn("%s: %s" % (source, warning))
+        topology = p["topology"] or {}
+        device_ids = [g.get("device_id") for g in topology.get("gpus") or [] if g.get("device_id")]
+        generation, how = resolve_generation(p["expectations"], p["generation"], device_ids, result["device_names"],
+                                             (p["gpu_generations"] or {}).get("generations"))
+        if p["expectations"]:
+            comparison = compare_busbw(result, p["expectations"], generation)
+        else:
+            comparison = {"generation": generation, "status": "unknown",
+                          "reason": "no expectations passed (lookup('topotune.instinct.knowledge', 'rccl_expectations'))"}
+        comparison["generation_from"] = how
+        avg = "n/a" if result["avg_busbw"] is None else "%s GB/s" % result["avg_busbw"]
+        out = {"changed": False, "skipped": False, "cmd": argv, "result": result,
+                "comparison": comparison,
+                "msg": "parsed %d rows of %s; avg busbw %s; comparison: %s" % (
+                    len(result["rows"]), source, avg, comparison["status"])}
+        if rc is not None:
+            out["rc"] = rc
+        return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "rccl_tests_path": {"type": "path", "default": "/opt/rccl-tests/build/all_reduce_perf"},
+            "arguments": {"type": "list", "elements": "str", "default": ["-b", "8", "-e", "16G", "-f", "2", "-g", "8"]},
+            "environment": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 1800},
+            "output_file": {"type": "path"},
+            "run_in_check_mode": {"type": "bool", "default": False},
+            "generation": {"type": "str"},
+            "topology": {"type": "dict"},
+            "gpu_generations": {"type": "dict"},
+            "expectations": {"type": "dict"},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**RcclBench(module).run())
+    except (RcclParseError, TopotuneError) as err:
+        module.fail_json(msg=str(err))
+
+
+if __name__ == "__main__":
+    main()

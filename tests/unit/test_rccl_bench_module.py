@@ -1,0 +1,112 @@
+"""rccl_bench module (main() with patched args): absent binary, saved output, a fake all_reduce_perf."""
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.topotune.instinct.plugins.modules import rccl_bench
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMI = os.path.join(REPO, "tests", "fixtures", "smi")
+MI300X = os.path.join(SMI, "rccl-tests_all_reduce_perf__mi300x-8gpu-1node-mpi__rocm-blogs-rccl-xgmi.txt")
+MI355X = os.path.join(SMI, "rccl-tests_all_reduce_perf__mi355x-8gpu-1node__oci-gpu-quickstarts.txt")
+
+
+def _knowledge(name):
+    with open(os.path.join(REPO, "knowledge", name + ".yml")) as handle:
+        return yaml.safe_load(handle)
+
+
+def _run_module(args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        rccl_bench.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def _fake_binary(tmp_path, capture=MI300X, rc=0, extra=""):
+    """An all_reduce_perf stand-in that records its argv and environment and prints a capture."""
+    script = tmp_path / "build" / "all_reduce_perf"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(
+        "#!%s\nimport json, os, sys\n%s\n"
+        "open(%r, 'w').write(json.dumps({'argv': sys.argv[1:], 'debug': os.environ.get('NCCL_DEBUG')}))\n"
+        "sys.stdout.write(open(%r).read())\nsys.stderr.write('fake failure\\n' if %d else '')\nsys.exit(%d)\n"
+        % (sys.executable, extra, str(tmp_path / "called.json"), capture, rc, rc))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def test_absent_binary_is_skipped_not_failed(tmp_path, capsys):
+    code, result = _run_module({"rccl_tests_path": str(tmp_path / "nope" / "all_reduce_perf")}, capsys)
+    assert code == 0
+    assert result["skipped"] is True and result.get("failed") is not True
+    assert "all_reduce_perf not found at %s" % (tmp_path / "nope" / "all_reduce_perf") in result["msg"]
+    assert "topotune_rccl_tests_path" in result["msg"]
+    assert result["result"] is None and "rc" not in result
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_saved_output_parsed_and_compared(capsys, check_mode):
+    args = {"output_file": MI300X, "expectations": _knowledge("rccl_expectations"),
+            "topology": {"gpus": [{"index": 0, "device_id": "0x74a1"}]},
+            "gpu_generations": _knowledge("gpu_generations")}
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    code, result = _run_module(args, capsys)
+    assert code == 0 and result["changed"] is False and result["skipped"] is False
+    assert len(result["result"]["rows"]) == 32 and result["result"]["avg_busbw"] == 116.669
+    comparison = result["comparison"]
+    assert (comparison["generation"], comparison["generation_from"], comparison["status"]) == ("MI300X", "device id", "ok")
+    assert comparison["expected_busbw"] == 318.98 and comparison["measured_busbw"] == 318.98
+    assert result["cmd"] == []
+
+
+def test_fake_binary_runs_and_is_parsed(tmp_path, capsys):
+    _fake_binary(tmp_path, MI355X)
+    args = {"rccl_tests_path": str(tmp_path), "arguments": ["-b", "512K", "-e", "16G", "-g", "8"],
+            "environment": {"NCCL_DEBUG": "VERSION"}, "expectations": _knowledge("rccl_expectations")}
+    code, result = _run_module(args, capsys)
+    assert code == 0 and result["rc"] == 0
+    assert result["cmd"] == [str(tmp_path / "build" / "all_reduce_perf"), "-b", "512K", "-e", "16G", "-g", "8"]
+    with open(str(tmp_path / "called.json")) as handle:
+        assert json.load(handle) == {"argv": ["-b", "512K", "-e", "16G", "-g", "8"], "debug": "VERSION"}
+    assert result["result"]["rows"][-1]["out_of_place"]["busbw"] == 406.76
+    # generation from the device name the run printed
+    assert result["comparison"]["generation"] == "MI355X" and result["comparison"]["status"] == "ok"
+    assert any("smaller sizes are missing" in w for w in result["result"]["warnings"])
+
+
+def test_check_mode_does_not_run_unless_asked(tmp_path, capsys):
+    _fake_binary(tmp_path)
+    code, result = _run_module({"rccl_tests_path": str(tmp_path), "_ansible_check_mode": True}, capsys)
+    assert code == 0 and result["skipped"] is True and "check mode" in result["msg"]
+    assert not (tmp_path / "called.json").exists()
+    code, result = _run_module({"rccl_tests_path": str(tmp_path), "_ansible_check_mode": True,
+                                "run_in_check_mode": True}, capsys)
+    assert code == 0 and result["skipped"] is False and (tmp_path / "called.json").exists()
+    assert result["comparison"]["status"] == "unknown" and "no expectations passed" in result["comparison"]["reason"]
+
+
+FAILURES = [
+    ({"rc": 3}, {}, "failed (rc=3): fake failure"),
+    ({"extra": "import time; time.sleep(5)"}, {"timeout": 1}, "timed out after 1s"),
+    ({"capture": os.path.join(SMI, "..", "README.md")}, {}, "no rccl-tests/nccl-tests result table"),
+]
+
+
+@pytest.mark.parametrize("fake,args,message", FAILURES, ids=["rc", "timeout", "garbage"])
+def test_failures_are_one_line(tmp_path, capsys, fake, args, message):
+    _fake_binary(tmp_path, **fake)
+    code, result = _run_module(dict(args, rccl_tests_path=str(tmp_path / "build" / "all_reduce_perf")), capsys)
+    assert code == 1 and result["failed"] is True
+    assert message in result["msg"] and "\n" not in result["msg"]
+
+
+def test_unreadable_output_file(tmp_path, capsys):
+    code, result = _run_module({"output_file": str(tmp_path / "missing.txt")}, capsys)
+    assert code == 1 and "missing.txt cannot be read: No such file or directory" in result["msg"]
