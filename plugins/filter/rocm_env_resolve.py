@@ -1,0 +1,97 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter resolving a ROCm environment profile plus user overrides against knowledge/env_vars.yml."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: rocm_env_resolve
+author: topotune contributors
+short_description: Resolve and validate a ROCm environment profile for one node
+description:
+  - Merges the named profile of C(knowledge/env_profiles.yml) with O(overrides), validates every variable
+    against C(knowledge/env_vars.yml) for the node's GPUs (from O(topology)), ROCm version and fabric, and
+    returns what to render plus every refusal, warning, drop and note with its reason and source.
+  - Values that would break a shell profile or an env file (newline, NUL, C($), backtick, quotes, blanks,
+    shell operators) are refused naming the variable.
+options:
+  _input:
+    description:
+      - Profile name (C(xgmi-training), C(rdma-training), C(inference), C(debug)), or C(none) for overrides only.
+    type: str
+    required: true
+  overrides:
+    description:
+      - 'User variables C({NAME: value}); C(null) removes a profile variable.'
+    type: dict
+    default: {}
+  allow:
+    description:
+      - 'Per-variable escape hatch C({NAME: written reason}) for rules marked allowable.'
+    type: dict
+    default: {}
+  topology:
+    description: The C(topotune_topology) fact (GPUs' gfx, xGMI links); omit when unknown.
+    type: dict
+  rocm_version:
+    description: ROCm version of the node (C(6.2.1)); empty when unknown (version-gated drops are skipped).
+    type: str
+  fabric:
+    description: Inter-node fabric (C(rdma), C(socket), C(none)); defaults to the profile's.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Resolve the profile
+  ansible.builtin.set_fact:
+    __rocm_env_resolved: >-
+      {{ 'xgmi-training' | topotune.instinct.rocm_env_resolve(overrides=rocm_env_overrides,
+         allow=rocm_env_allow, topology=topotune_topology, rocm_version='6.2.1') }}
+"""
+
+RETURN = r"""
+_value:
+  description: >-
+    rendered ({NAME: value}), shell_lines, env_lines, refusals, warnings, drops, notes (each
+    {variable, value, rule, reason, source, origin}), report (one line per finding), profile, fabric, context.
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.module_utils.env_rules import context_from_topology, format_report, resolve
+
+
+def native_gfx_targets(env_knowledge):
+    """gfx targets of knowledge/env_vars.yml native_gfx plus those of knowledge/gpu_generations.yml."""
+    targets = set(((env_knowledge.get("native_gfx") or {}).get("targets") or {}).keys())
+    try:
+        generations = load_knowledge("gpu_generations") or {}
+    except ValueError:
+        generations = {}
+    for generation in generations.get("generations") or []:
+        if isinstance(generation, dict) and generation.get("gfx"):
+            targets.add(str(generation["gfx"]))
+    return sorted(targets)
+
+
+def rocm_env_resolve(profile, overrides=None, allow=None, topology=None, rocm_version=None, fabric=None):
+    for label, value in (("overrides", overrides), ("allow", allow)):
+        if value is not None and not isinstance(value, dict):
+            raise AnsibleFilterError("rocm_env_resolve: %s must be a dict of NAME: value, got %s" % (label, type(value).__name__))
+    try:
+        knowledge = load_knowledge("env_vars")
+        profiles = load_knowledge("env_profiles")
+        name = None if profile in (None, "", "none") else str(profile)
+        context = context_from_topology(topology, rocm_version or None, fabric or None, name, native_gfx_targets(knowledge))
+        result = resolve(name, dict(overrides or {}), dict(allow or {}), context, knowledge, profiles)
+    except ValueError as err:
+        raise AnsibleFilterError("rocm_env_resolve: %s" % err) from err
+    result["report"] = format_report(result)
+    return result
+
+
+class FilterModule:
+    def filters(self):
+        return {"rocm_env_resolve": rocm_env_resolve}

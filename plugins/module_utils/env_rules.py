@@ -1,0 +1,459 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validate and resolve ROCm/HIP/HSA/RCCL environment variables against knowledge/env_vars.yml.
+
+Pure functions, standard library only. The knowledge (env_vars.yml, env_profiles.yml) is passed in as
+parsed dicts so the same code serves the filter plugin, the CLI and the unit tests.
+
+``resolve()`` merges a named profile with user overrides and validates every variable; the result lists
+refusals, warnings, drops (not rendered, with the reason) and notes, plus the rendered set and its shell
+and env-file lines. A value is rendered only if it is literal in all three consumers (POSIX shell,
+docker --env-file, systemd EnvironmentFile), so one quoting rule is enough.
+"""
+
+from __future__ import annotations
+
+import re
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_SAFE_VALUE = r"^[A-Za-z0-9_.,:/=+@%^-]*$"
+ACTIONS = ("refuse", "warn", "drop")
+
+# What each unsafe character does to a shell profile or an env file; checked in this order.
+_UNSAFE = (
+    ("\n", "a newline, which ends the line and starts a new, unvalidated one in the shell profile and env file"),
+    ("\r", "a carriage return, which breaks the line in the env file"),
+    ("\x00", "a NUL byte, which truncates the value"),
+    ("$(", "command substitution ($(...)), which a shell would execute"),
+    ("`", "command substitution (backtick), which a shell would execute"),
+    ("${", "parameter expansion (${...}), which a shell expands but an env file keeps literally"),
+    ("$", "a $, which a shell expands but an env file keeps literally"),
+    (";", "a ';', a shell command separator"),
+    ("|", "a '|', a shell pipe"),
+    ("&", "a '&', a shell control operator"),
+    ("<", "a '<', a shell redirection"),
+    (">", "a '>', a shell redirection"),
+    ("'", "a quote, which docker --env-file keeps literally but systemd and shells remove"),
+    ('"', "a quote, which docker --env-file keeps literally but systemd and shells remove"),
+    ("\\", "a backslash, which systemd and shells process but docker --env-file keeps"),
+    (" ", "a blank, which systemd trims and shells split on"),
+    ("\t", "a tab, which systemd trims and shells split on"),
+)
+
+
+def parse_version(text):
+    """Return a tuple of ints for '6.2.1' / '7.0' / '6.4.0-123', or None when unknown or malformed."""
+    if text is None:
+        return None
+    match = re.match(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?", str(text))
+    if not match:
+        return None
+    return tuple(int(part) if part is not None else 0 for part in match.groups())
+
+
+def gfx_for_override(value):
+    """'9.0.10' -> 'gfx90a', '9.0.0' -> 'gfx900' (the target HSA_OVERRIDE_GFX_VERSION selects), else None."""
+    match = re.match(r"^(\d{1,2})\.(\d{1,2})\.(\d{1,2})$", str(value))
+    if not match:
+        return None
+    major, minor, step = (int(part) for part in match.groups())
+    return "gfx%d%d%x" % (major, minor, step)
+
+
+def context_from_topology(topology, rocm_version=None, fabric=None, profile=None, native_gfx=None):
+    """Build the rule context from a topotune_topology dict (or None when unknown)."""
+    gfx = []
+    xgmi = None
+    if isinstance(topology, dict):
+        gfx = sorted({str(gpu.get("gfx")) for gpu in topology.get("gpus") or [] if isinstance(gpu, dict) and gpu.get("gfx")})
+        links = topology.get("links")
+        if isinstance(links, list):
+            xgmi = any(isinstance(link, dict) and link.get("type") == "xgmi" for link in links)
+    return {
+        "gfx": gfx,
+        "rocm": rocm_version or None,
+        "xgmi": xgmi,
+        "fabric": fabric or None,
+        "profile": profile,
+        "native_gfx": sorted(native_gfx) if native_gfx else None,
+    }
+
+
+class _Facts:
+    """The node facts rules test, with unknowns kept as None."""
+
+    def __init__(self, context, knowledge):
+        context = context or {}
+        self.gfx = [str(g) for g in context.get("gfx") or []]
+        self.rocm_text = context.get("rocm") or None
+        self.rocm = parse_version(self.rocm_text)
+        self.xgmi = context.get("xgmi")
+        self.fabric = context.get("fabric")
+        self.profile = context.get("profile")
+        native = context.get("native_gfx")
+        if not native:
+            native = list(((knowledge.get("native_gfx") or {}).get("targets") or {}).keys())
+        self.native = set(native)
+
+    def gfx_native(self):
+        return bool(self.gfx) and all(g in self.native for g in self.gfx)
+
+    def default_on(self, table):
+        if not self.gfx or self.rocm is None:
+            return False
+        for gfx in self.gfx:
+            if gfx not in table or self.rocm < parse_version(table[gfx]):
+                return False
+        return True
+
+
+def _lower(values):
+    return [str(v).lower() for v in values or []]
+
+
+def condition_holds(when, value, facts):
+    """True when every condition in ``when`` holds for ``value`` on the node described by ``facts``."""
+    for key, want in (when or {}).items():
+        if key == "value_in":
+            ok = str(value).lower() in _lower(want)
+        elif key == "value_not_in":
+            ok = str(value).lower() not in _lower(want)
+        elif key == "value_regex":
+            ok = re.search(want, str(value)) is not None
+        elif key == "value_not_regex":
+            ok = re.search(want, str(value)) is None
+        elif key == "gfx_native":
+            ok = facts.gfx_native() == bool(want)
+        elif key == "xgmi":
+            ok = facts.xgmi is not None and bool(facts.xgmi) == bool(want)
+        elif key == "fabric_in":
+            ok = facts.fabric in want
+        elif key == "profile_in":
+            ok = facts.profile in want
+        elif key == "profile_not_in":
+            ok = facts.profile not in want
+        elif key == "rocm_at_least":
+            ok = facts.rocm is not None and facts.rocm >= parse_version(want)
+        elif key == "rocm_below":
+            ok = facts.rocm is not None and facts.rocm < parse_version(want)
+        elif key == "gfx_all_in":
+            ok = bool(facts.gfx) and all(g in want for g in facts.gfx)
+        elif key == "gfx_any_in":
+            ok = any(g in want for g in facts.gfx)
+        elif key == "default_on":
+            ok = facts.default_on(want)
+        elif key == "not_default_on":
+            ok = not facts.default_on(want)
+        else:
+            raise ValueError("unknown rule condition %r in knowledge/env_vars.yml" % (key,))
+        if not ok:
+            return False
+    return True
+
+
+class _Fmt(dict):
+    def __missing__(self, key):
+        return "{" + key + "}"
+
+
+def _reason(template, name, value, facts):
+    override = gfx_for_override(value)
+    return " ".join(str(template).split()).format_map(
+        _Fmt(
+            name=name,
+            value=value,
+            gfx=", ".join(facts.gfx) or "unknown GPUs",
+            rocm=facts.rocm_text or "unknown",
+            gfx_override=override or "another target's",
+        )
+    )
+
+
+def unsafe_value_reason(value, knowledge=None):
+    """Why ``value`` cannot be written to a shell profile and an env file, or None when it is safe."""
+    safety = (knowledge or {}).get("value_safety") or {}
+    max_length = int(safety.get("max_length", 4096))
+    if len(value) > max_length:
+        return "it is %d characters long (limit %d)" % (len(value), max_length)
+    for needle, why in _UNSAFE:
+        if needle in value:
+            return "it contains " + why
+    if not re.match(safety.get("regex", DEFAULT_SAFE_VALUE), value):
+        bad = sorted({ch for ch in value if not re.match(safety.get("regex", DEFAULT_SAFE_VALUE), ch)})
+        return "it contains %s, outside the characters every consumer reads literally" % ", ".join(repr(c) for c in bad)
+    return None
+
+
+def value_text(name, raw):
+    """Return (text, error): the value as a string, or why its YAML type is not accepted."""
+    if isinstance(raw, bool):
+        return None, "%s: value %r is a YAML boolean; quote the string you mean (e.g. '1' or '0')" % (name, raw)
+    if isinstance(raw, int):
+        return str(raw), None
+    if isinstance(raw, float):
+        return None, "%s: value %r is a YAML float; quote the string you mean (e.g. '9.0')" % (name, raw)
+    if not isinstance(raw, str):
+        return None, "%s: value of type %s is not a string; give a quoted string" % (name, type(raw).__name__)
+    return raw, None
+
+
+def check_valid(spec, value):
+    """Why ``value`` is not valid per the knowledge `valid:` spec, or None."""
+    if not spec:
+        return None
+    kind = spec.get("type")
+    if kind == "int":
+        if not re.match(r"^-?[0-9]+$", value):
+            return "expected an integer"
+        number = int(value)
+        if "min" in spec and number < spec["min"] or "max" in spec and number > spec["max"]:
+            return "expected an integer in %s..%s" % (spec.get("min", ""), spec.get("max", ""))
+        return None
+    if kind == "choice":
+        choices = [str(c) for c in spec.get("choices") or []]
+        if value.lower() not in [c.lower() for c in choices]:
+            return "expected one of %s" % ", ".join(choices)
+        return None
+    if kind == "regex":
+        if not re.search(spec["regex"], value):
+            return "expected %s" % spec.get("hint", "a value matching %s" % spec["regex"])
+        return None
+    raise ValueError("unknown valid type %r in knowledge/env_vars.yml" % (kind,))
+
+
+def _entry(name, value, reason, source, rule=None, origin=None):
+    return {"variable": name, "value": value, "rule": rule, "reason": reason, "source": source, "origin": origin}
+
+
+def validate(user_vars, allow, context, knowledge, origins=None):
+    """Validate ``user_vars`` ({NAME: value}); return refusals, warnings, drops, notes and the rendered set.
+
+    ``allow`` is {NAME: written reason}: the explicit, per-variable escape hatch for rules marked
+    ``allowable``. ``origins`` maps NAME to 'profile' or 'override' (default 'override').
+    """
+    knowledge = knowledge or {}
+    variables = knowledge.get("variables") or {}
+    reserved = knowledge.get("reserved_names") or {}
+    facts = _Facts(context, knowledge)
+    origins = origins or {}
+    result = {"rendered": {}, "refusals": [], "warnings": [], "drops": [], "notes": []}
+    allow = allow or {}
+
+    for name, reason in sorted(allow.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(reason, str) or not reason.strip():
+            result["refusals"].append(
+                _entry(
+                    name,
+                    None,
+                    "rocm_env_allow.%s needs a written reason (a non-empty string), not %r" % (name, reason),
+                    "topotune policy: escape hatches are explicit",
+                    "allow-reason",
+                )
+            )
+        elif name not in (user_vars or {}):
+            result["notes"].append(_entry(name, None, "rocm_env_allow.%s is unused: the variable is not set" % name, None, "allow-unused"))
+
+    for name in sorted(user_vars or {}, key=str):
+        raw = user_vars[name]
+        origin = origins.get(name, "override")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            result["refusals"].append(
+                _entry(
+                    str(name),
+                    raw,
+                    "variable name %r is not a valid environment name ([A-Za-z_][A-Za-z0-9_]*); a shell or env file would misparse it"
+                    % (name,),
+                    "POSIX sh 2.10.2 (names)",
+                    "name",
+                    origin,
+                )
+            )
+            continue
+        if name in (reserved.get("names") or []):
+            result["refusals"].append(
+                _entry(
+                    name,
+                    raw,
+                    _reason(reserved.get("reason", "{name} is reserved"), name, raw, facts),
+                    reserved.get("source"),
+                    "reserved-name",
+                    origin,
+                )
+            )
+            continue
+        value, error = value_text(name, raw)
+        if error:
+            result["refusals"].append(_entry(name, raw, error, "topotune policy: env values are strings", "type", origin))
+            continue
+        unsafe = unsafe_value_reason(value, knowledge)
+        if unsafe:
+            result["refusals"].append(
+                _entry(
+                    name,
+                    value,
+                    "%s: value %r rejected: %s. Fix: use a literal value of %s"
+                    % (name, value, unsafe, (knowledge.get("value_safety") or {}).get("charset", DEFAULT_SAFE_VALUE)),
+                    (knowledge.get("value_safety") or {}).get("source"),
+                    "unsafe-value",
+                    origin,
+                )
+            )
+            continue
+        spec = variables.get(name)
+        if spec is None:
+            result["notes"].append(
+                _entry(
+                    name,
+                    value,
+                    "%s is not in knowledge/env_vars.yml: only its name and value safety were checked" % name,
+                    None,
+                    "unknown-variable",
+                    origin,
+                )
+            )
+            result["rendered"][name] = value
+            continue
+        invalid = check_valid(spec.get("valid"), value)
+        if invalid:
+            result["refusals"].append(
+                _entry(
+                    name,
+                    value,
+                    "%s: value %r is not valid: %s (%s)" % (name, value, invalid, spec.get("meaning", "").strip()),
+                    spec.get("source"),
+                    "valid",
+                    origin,
+                )
+            )
+            continue
+
+        refused = dropped = False
+        for rule in spec.get("rules") or []:
+            if not condition_holds(rule.get("when"), value, facts):
+                continue
+            action = rule.get("action")
+            if action not in ACTIONS:
+                raise ValueError("rule %r of %s has unknown action %r" % (rule.get("id"), name, action))
+            entry = _entry(name, value, _reason(rule.get("reason", ""), name, value, facts), rule.get("source"), rule.get("id"), origin)
+            allowed = rule.get("allowable") and isinstance(allow.get(name), str) and allow[name].strip()
+            if action == "drop":
+                result["drops"].append(entry)
+                dropped = True
+            elif allowed:
+                entry["reason"] = "allowed by rocm_env_allow.%s (%s): %s" % (name, allow[name].strip(), entry["reason"])
+                result["warnings" if action == "refuse" else "notes"].append(entry)
+            elif action == "refuse":
+                if not rule.get("allowable"):
+                    entry["reason"] += " (no escape hatch for this rule)"
+                result["refusals"].append(entry)
+                refused = True
+            else:
+                result["warnings"].append(entry)
+        if not refused and not dropped:
+            result["rendered"][name] = value
+    return result
+
+
+def profile_variables(profiles, name, _seen=None):
+    """Return {NAME: {value, source, why}} of profile ``name`` with its includes merged first."""
+    table = (profiles or {}).get("profiles") or {}
+    if name not in table:
+        raise ValueError("unknown environment profile %r (known: %s)" % (name, ", ".join(sorted(table)) or "none"))
+    seen = _seen or []
+    if name in seen:
+        raise ValueError("environment profile %r includes itself (%s)" % (name, " -> ".join(seen + [name])))
+    merged = {}
+    for parent in table[name].get("include") or []:
+        merged.update(profile_variables(profiles, parent, seen + [name]))
+    merged.update(table[name].get("variables") or {})
+    return merged
+
+
+def resolve(profile, overrides, allow, context, knowledge, profiles):
+    """Merge ``profile`` (from env_profiles.yml) with ``overrides`` and validate the result.
+
+    An override of None removes a profile variable. Profile entries whose `applies_to` gfx list excludes
+    the node's GPUs are dropped with the reason. Returns the validate() result plus `shell_lines`,
+    `env_lines`, `profile`, `fabric` and `context`.
+    """
+    context = dict(context or {})
+    context["profile"] = profile
+    table = (profiles or {}).get("profiles") or {}
+    if profile is not None and not context.get("fabric") and profile in table:
+        context["fabric"] = table[profile].get("fabric")
+    variables = (knowledge or {}).get("variables") or {}
+    facts = _Facts(context, knowledge or {})
+
+    values, origins, pre_drops, pre_notes = {}, {}, [], []
+    if profile is not None:
+        for name, entry in sorted(profile_variables(profiles, profile).items()):
+            applies = ((variables.get(name) or {}).get("applies_to") or {}).get("gfx")
+            if applies and facts.gfx and not any(g in applies for g in facts.gfx):
+                pre_drops.append(
+                    _entry(
+                        name,
+                        entry.get("value"),
+                        "%s is not rendered: profile %s sets it for %s, and this node has %s"
+                        % (name, profile, ", ".join(applies), ", ".join(facts.gfx)),
+                        entry.get("source"),
+                        "applies-to",
+                        "profile",
+                    )
+                )
+                continue
+            values[name] = entry.get("value")
+            origins[name] = "profile"
+    for name, value in (overrides or {}).items():
+        if value is None:
+            if name in values:
+                pre_notes.append(
+                    _entry(
+                        name,
+                        values.pop(name),
+                        "%s removed from profile %s by rocm_env_overrides" % (name, profile),
+                        None,
+                        "override-unset",
+                        "override",
+                    )
+                )
+                origins.pop(name, None)
+            continue
+        values[name] = value
+        origins[name] = "override"
+
+    result = validate(values, allow, context, knowledge, origins)
+    result["drops"] = pre_drops + result["drops"]
+    result["notes"] = pre_notes + result["notes"]
+    result["shell_lines"] = render_shell(result["rendered"])
+    result["env_lines"] = render_env_file(result["rendered"])
+    result["profile"] = profile
+    result["fabric"] = context.get("fabric")
+    result["context"] = {k: context.get(k) for k in ("gfx", "rocm", "xgmi", "fabric", "profile")}
+    return result
+
+
+def shell_quote(value):
+    """POSIX single-quote ``value`` (values are already restricted to a literal charset)."""
+    return "'" + str(value).replace("'", "'\"'\"'") + "'"
+
+
+def render_shell(rendered):
+    """Lines for /etc/profile.d: export NAME='value', sorted."""
+    return ["export %s=%s" % (name, shell_quote(rendered[name])) for name in sorted(rendered)]
+
+
+def render_env_file(rendered):
+    """Lines for docker --env-file and systemd EnvironmentFile: NAME=value, sorted."""
+    return ["%s=%s" % (name, rendered[name]) for name in sorted(rendered)]
+
+
+def format_report(result):
+    """Human-readable lines: one per refusal, warning, drop and note, with the source."""
+    lines = []
+    for kind, label in (("refusals", "REFUSED"), ("warnings", "WARNING"), ("drops", "DROPPED"), ("notes", "NOTE")):
+        for entry in result.get(kind) or []:
+            text = "%s %s: %s" % (label, entry["variable"], entry["reason"])
+            if entry.get("source"):
+                text += " [source: %s]" % entry["source"]
+            lines.append(text)
+    return lines

@@ -1,0 +1,167 @@
+#!/usr/bin/python
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+---
+module: gpu_device_access
+short_description: Report who can open the ROCm device nodes and which container tooling is present
+version_added: "0.1.0"
+description:
+  - Reads owner, group, GID and mode of C(/dev/kfd) and every C(/dev/dri/renderD*) node under O(sysroot),
+    the group memberships of O(users), and whether the Docker engine and the AMD Container Toolkit
+    (C(amd-ctk)) are installed.
+  - Read-only; check mode returns the same result. The role C(topotune.instinct.container_runtime) turns
+    the result into C(--group-add) flags and checks.
+author:
+  - topotune contributors
+options:
+  sysroot:
+    description:
+      - Directory under which C(dev/) is read (C(/) on a real node, C(/sim) on a simulated node, where the
+        device nodes are regular files).
+    type: path
+    default: /
+  users:
+    description: Users whose group memberships are reported.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Read device ownership and container tooling
+  topotune.instinct.gpu_device_access:
+    sysroot: "{{ topotune_sysroot | default('/') }}"
+    users: [alice]
+  register: __container_runtime_access
+"""
+
+RETURN = r"""
+kfd:
+  description: The KFD node (path as seen inside a container, full path read, exists, char_device, owner, group, gid, mode).
+  returned: always
+  type: dict
+  sample: {path: /dev/kfd, exists: true, char_device: true, owner: root, group: render, gid: 110, mode: "0660"}
+render_nodes:
+  description: One entry per C(renderD<minor>), sorted by minor, same keys as O(kfd) plus C(minor).
+  returned: always
+  type: list
+  elements: dict
+users:
+  description: Per user, C(exists) and C(groups) (names, primary group included).
+  returned: always
+  type: dict
+  sample: {alice: {exists: true, groups: [alice, render, video]}}
+docker:
+  description: C(present) and C(path) of dockerd (or docker).
+  returned: always
+  type: dict
+amd_ctk:
+  description: C(present) and C(path) of amd-ctk.
+  returned: always
+  type: dict
+"""
+
+import grp
+import os
+import pwd
+import re
+import shutil
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError, join
+
+
+def _name(getter, ident):
+    try:
+        return getter(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+class DeviceAccess:
+    """Reads device ownership and tooling; there is nothing to write."""
+
+    def __init__(self, module):
+        self.module = module
+        self.sysroot = module.params["sysroot"]
+
+    def node(self, path):
+        full = join(self.sysroot, path)
+        entry = {"path": path, "full_path": full, "exists": False}
+        try:
+            st = os.stat(full)
+        except OSError:
+            return entry
+        entry.update(
+            exists=True,
+            char_device=stat.S_ISCHR(st.st_mode),
+            owner=_name(pwd.getpwuid, st.st_uid),
+            gid=st.st_gid,
+            group=_name(grp.getgrgid, st.st_gid),
+            mode="%04o" % stat.S_IMODE(st.st_mode),
+        )
+        return entry
+
+    def render_nodes(self):
+        directory = join(self.sysroot, "/dev/dri")
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            return []
+        minors = sorted(int(m.group(1)) for m in (re.match(r"^renderD(\d+)$", n) for n in names) if m)
+        return [dict(self.node("/dev/dri/renderD%d" % minor), minor=minor) for minor in minors]
+
+    @staticmethod
+    def user(name):
+        try:
+            account = pwd.getpwnam(name)
+        except KeyError:
+            return {"exists": False, "groups": []}
+        groups = {g.gr_name for g in grp.getgrall() if name in g.gr_mem}
+        groups.add(_name(grp.getgrgid, account.pw_gid))
+        return {"exists": True, "groups": sorted(groups)}
+
+    @staticmethod
+    def tool(*names):
+        for name in names:
+            path = shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin:/usr/local/bin")
+            if path:
+                return {"present": True, "path": path}
+        return {"present": False, "path": None}
+
+    def run(self):
+        try:
+            return {
+                "changed": False,
+                "kfd": self.node("/dev/kfd"),
+                "render_nodes": self.render_nodes(),
+                "users": {u: self.user(u) for u in self.module.params["users"]},
+                "docker": self.tool("dockerd", "docker"),
+                "amd_ctk": self.tool("amd-ctk"),
+            }
+        except TopotuneError as err:
+            self.module.fail_json(msg="gpu_device_access: %s" % err)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sysroot": {"type": "path", "default": "/"},
+            "users": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    module.exit_json(**DeviceAccess(module).run())
+
+
+if __name__ == "__main__":
+    main()

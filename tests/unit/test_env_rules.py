@@ -1,0 +1,367 @@
+"""env_rules: every knowledge rule fires on its target and stays quiet otherwise; unsafe values are refused."""
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.topotune.instinct.plugins.module_utils import env_rules
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _load(name):
+    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+KNOWLEDGE = _load("env_vars")
+PROFILES = _load("env_profiles")
+
+MI250 = {"gfx": ["gfx90a"], "rocm": "6.2.1", "xgmi": True, "fabric": "none"}
+MI300X = {"gfx": ["gfx942"], "rocm": "6.4.0", "xgmi": True, "fabric": "none"}
+MI355X = {"gfx": ["gfx950"], "rocm": "7.0.0", "xgmi": True, "fabric": "none"}
+PCIE = {"gfx": ["gfx90a"], "rocm": "6.2.1", "xgmi": False, "fabric": "none"}
+CONSUMER = {"gfx": ["gfx1030"], "rocm": "6.2.1", "xgmi": False, "fabric": "none"}
+UNKNOWN = {"gfx": [], "rocm": None, "xgmi": None, "fabric": None}
+
+
+def ctx(base, **changes):
+    merged = dict(base)
+    merged.update(changes)
+    return merged
+
+
+def fired(result):
+    """{rule id: action} of every finding."""
+    found = {}
+    for kind, action in (("refusals", "refuse"), ("warnings", "warn"), ("drops", "drop"), ("notes", "note")):
+        for entry in result[kind]:
+            found[entry["rule"]] = action
+    return found
+
+
+# (rule id, variable, value, context that targets the rule, context where it must stay quiet)
+RULES = [
+    ("hsa-override-native", "HSA_OVERRIDE_GFX_VERSION", "9.0.0", MI250, CONSUMER),
+    ("hsa-override-unverified", "HSA_OVERRIDE_GFX_VERSION", "10.3.0", CONSUMER, MI300X),
+    ("hcc-target-outdated", "HCC_AMDGPU_TARGET", "gfx90a", ctx(MI250, rocm="5.7"), None),
+    ("hcc-target-removed", "HCC_AMDGPU_TARGET", "gfx90a", MI250, ctx(MI250, rocm="5.7")),
+    ("sdma-off-outside-debug", "HSA_ENABLE_SDMA", "0", MI250, ctx(MI250, profile="debug")),
+    ("fine-grain-pcie-on-xgmi", "HSA_FORCE_FINE_GRAIN_PCIE", "1", MI250, PCIE),
+    ("dev-kernarg-default", "HIP_FORCE_DEV_KERNARG", "1", MI300X, ctx(MI300X, rocm="6.1.3")),
+    ("proto-ll128-unsafe", "NCCL_PROTO", "LL128", MI300X, ctx(MI250, rocm="6.2")),
+    ("proto-ll128-redundant", "NCCL_PROTO", "LL128", ctx(MI250, rocm="6.2"), MI300X),
+    ("proto-forced", "NCCL_PROTO", "Simple", MI300X, None),
+    ("ll128-force-enable", "RCCL_LL128_FORCE_ENABLE", "1", MI300X, MI355X),
+    ("gdr-level-integer", "NCCL_NET_GDR_LEVEL", "3", MI250, None),
+    ("nsocks-on-rdma", "NCCL_NSOCKS_PERTHREAD", "4", ctx(MI250, fabric="rdma"), ctx(MI250, fabric="socket")),
+    ("socket-nthreads-on-rdma", "NCCL_SOCKET_NTHREADS", "4", ctx(MI250, fabric="rdma"), ctx(MI250, fabric="socket")),
+    ("nchannels-default-gfx950", "NCCL_MIN_NCHANNELS", "112", MI355X, MI300X),
+    ("msccl-removed", "RCCL_MSCCL_ENABLE", "0", ctx(MI300X, rocm="7.13.0"), MI300X),
+    ("mscclpp-threshold-removed", "RCCL_MSCCLPP_THRESHOLD", "2147483648", ctx(MI300X, rocm="7.14"), MI300X),
+    ("mscclpp-read-removed", "MSCCLPP_READ_ALLRED", "1", ctx(MI300X, rocm="7.14"), MI300X),
+    ("rocr-visible-node-wide", "ROCR_VISIBLE_DEVICES", "0,1", MI300X, None),
+    ("hip-visible-node-wide", "HIP_VISIBLE_DEVICES", "0,1,2,3", MI250, None),
+]
+
+# Values that are valid and stay quiet for the rules of their variable (in the given context).
+QUIET_VALUES = [
+    ("HSA_ENABLE_SDMA", "1", MI250),
+    ("HSA_FORCE_FINE_GRAIN_PCIE", "0", MI250),
+    ("HIP_FORCE_DEV_KERNARG", "0", MI300X),
+    ("NCCL_PROTO", "^LL128", MI300X),
+    ("NCCL_NET_GDR_LEVEL", "PHB", MI250),
+    ("NCCL_MIN_NCHANNELS", "64", MI355X),
+    ("RCCL_LL128_FORCE_ENABLE", "0", MI300X),
+    ("NCCL_ALGO", "Tree", MI250),
+    ("NCCL_DEBUG", "INFO", MI250),
+]
+
+
+def test_every_knowledge_rule_is_in_the_table():
+    ids = {rule["id"] for spec in KNOWLEDGE["variables"].values() for rule in spec.get("rules") or []}
+    assert ids == {row[0] for row in RULES}
+
+
+def test_every_variable_and_rule_has_a_source():
+    for name, spec in KNOWLEDGE["variables"].items():
+        assert spec.get("source"), name
+        assert spec.get("meaning"), name
+        assert spec.get("valid"), name
+        for rule in spec.get("rules") or []:
+            assert rule.get("source") and rule.get("reason"), (name, rule["id"])
+            assert rule["action"] in env_rules.ACTIONS
+            assert isinstance(rule.get("allowable"), bool), (name, rule["id"])
+    for profile in PROFILES["profiles"].values():
+        for name, entry in profile["variables"].items():
+            assert entry.get("source") and entry.get("why"), name
+            assert name in KNOWLEDGE["variables"], name
+
+
+@pytest.mark.parametrize("rule_id,name,value,target,_quiet", RULES, ids=[r[0] for r in RULES])
+def test_rule_fires_on_its_target(rule_id, name, value, target, _quiet):
+    result = env_rules.validate({name: value}, {}, target, KNOWLEDGE)
+    assert rule_id in fired(result), result
+    entry = next(e for k in ("refusals", "warnings", "drops") for e in result[k] if e["rule"] == rule_id)
+    assert name in entry["reason"] and entry["source"]
+
+
+@pytest.mark.parametrize(
+    "rule_id,name,value,_target,quiet", [r for r in RULES if r[4] is not None], ids=[r[0] for r in RULES if r[4] is not None]
+)
+def test_rule_stays_quiet_elsewhere(rule_id, name, value, _target, quiet):
+    assert rule_id not in fired(env_rules.validate({name: value}, {}, quiet, KNOWLEDGE))
+
+
+@pytest.mark.parametrize("name,value,context", QUIET_VALUES)
+def test_sound_values_raise_nothing(name, value, context):
+    result = env_rules.validate({name: value}, {}, context, KNOWLEDGE)
+    assert fired(result) == {}
+    assert result["rendered"] == {name: value}
+
+
+def test_unknown_facts_never_drop_or_claim_support():
+    result = env_rules.validate(
+        {"HIP_FORCE_DEV_KERNARG": "1", "HSA_OVERRIDE_GFX_VERSION": "9.0.0", "NCCL_PROTO": "LL128", "HSA_FORCE_FINE_GRAIN_PCIE": "1"},
+        {},
+        UNKNOWN,
+        KNOWLEDGE,
+    )
+    assert fired(result) == {"hsa-override-unverified": "warn", "proto-ll128-unsafe": "refuse"}
+
+
+SOURCE_ARTICLE = {
+    "HIP_VISIBLE_DEVICES": "0,1,2,3",
+    "NCCL_DEBUG": "INFO",
+    "NCCL_NET_GDR_LEVEL": "3",
+    "HSA_ENABLE_SDMA": "0",
+    "HSA_FORCE_FINE_GRAIN_PCIE": "1",
+    "HSA_OVERRIDE_GFX_VERSION": "9.0.0",
+    "HCC_AMDGPU_TARGET": "gfx90a",
+    "NCCL_ALGO": "Tree",
+    "NCCL_PROTO": "LL128",
+    "NCCL_NSOCKS_PERTHREAD": "4",
+}
+# The article's node: 8-GCD MI250 (gfx90a, xGMI), ROCm 5.7, InfiniBand between nodes.
+ARTICLE_NODE = {"gfx": ["gfx90a"], "rocm": "5.7.1", "xgmi": True, "fabric": "rdma"}
+
+
+def test_source_article_block_yields_exactly_its_refusals_and_warnings():
+    result = env_rules.resolve("rdma-training", SOURCE_ARTICLE, {}, ARTICLE_NODE, KNOWLEDGE, PROFILES)
+    assert [(e["variable"], e["rule"]) for e in result["refusals"]] == [
+        ("HSA_OVERRIDE_GFX_VERSION", "hsa-override-native"),
+        ("NCCL_PROTO", "proto-ll128-unsafe"),
+    ]
+    assert [(e["variable"], e["rule"]) for e in result["warnings"]] == [
+        ("HCC_AMDGPU_TARGET", "hcc-target-outdated"),
+        ("HIP_VISIBLE_DEVICES", "hip-visible-node-wide"),
+        ("HSA_ENABLE_SDMA", "sdma-off-outside-debug"),
+        ("HSA_FORCE_FINE_GRAIN_PCIE", "fine-grain-pcie-on-xgmi"),
+        ("NCCL_NET_GDR_LEVEL", "gdr-level-integer"),
+        ("NCCL_NSOCKS_PERTHREAD", "nsocks-on-rdma"),
+    ]
+    assert "gfx900" in result["refusals"][0]["reason"] and "9.0.10" in result["refusals"][0]["reason"]
+    assert "data corruption" in result["refusals"][1]["reason"]
+    assert "HSA_OVERRIDE_GFX_VERSION" not in result["rendered"] and "NCCL_PROTO" not in result["rendered"]
+    assert result["rendered"]["NCCL_ALGO"] == "Tree" and result["rendered"]["NCCL_DEBUG"] == "INFO"
+    # the profile's MI300X-only channel count is dropped on gfx90a, not warned about
+    assert [(e["variable"], e["rule"]) for e in result["drops"]] == [("NCCL_MIN_NCHANNELS", "applies-to")]
+
+
+def test_source_article_block_on_rocm_62_drops_hcc_and_warns_ll128_redundant():
+    result = env_rules.resolve("rdma-training", SOURCE_ARTICLE, {}, ctx(ARTICLE_NODE, rocm="6.2.1"), KNOWLEDGE, PROFILES)
+    assert [e["rule"] for e in result["refusals"]] == ["hsa-override-native"]
+    assert "proto-ll128-redundant" in fired(result)
+    assert {e["rule"] for e in result["drops"]} >= {"hcc-target-removed", "dev-kernarg-default"}
+    assert "HCC_AMDGPU_TARGET" not in result["rendered"]
+
+
+UNSAFE = [
+    ("NEWLINE_VAR", "a\nexport LD_PRELOAD=/tmp/x.so", "newline"),
+    ("CR_VAR", "a\rb", "carriage return"),
+    ("NUL_VAR", "a\x00b", "NUL"),
+    ("SUBST_VAR", "$(reboot)", "command substitution"),
+    ("TICK_VAR", "`id`", "backtick"),
+    ("EXPAND_VAR", "${HOME}", "parameter expansion"),
+    ("DOLLAR_VAR", "$HOME", "a $"),
+    ("SEMI_VAR", "1;reboot", "command separator"),
+    ("PIPE_VAR", "1|sh", "pipe"),
+    ("AMP_VAR", "1&", "control operator"),
+    ("REDIR_VAR", "1>/etc/passwd", "redirection"),
+    ("QUOTE_VAR", "a'b", "quote"),
+    ("DQUOTE_VAR", 'a"b', "quote"),
+    ("BSLASH_VAR", "a\\b", "backslash"),
+    ("BLANK_VAR", "a b", "blank"),
+    ("TAB_VAR", "a\tb", "tab"),
+    ("UNICODE_VAR", "gfx90a\u202e", "outside the characters"),
+    ("NCCL_PROTO", "LL128\n", "newline"),
+]
+
+
+@pytest.mark.parametrize("name,value,why", UNSAFE, ids=[u[0] for u in UNSAFE])
+def test_unsafe_values_are_refused_naming_the_variable(name, value, why):
+    result = env_rules.validate({name: value}, {}, MI250, KNOWLEDGE)
+    assert result["rendered"] == {}
+    assert len(result["refusals"]) == 1
+    refusal = result["refusals"][0]
+    assert refusal["variable"] == name and refusal["rule"] == "unsafe-value"
+    assert refusal["reason"].startswith(name + ":") and why in refusal["reason"]
+
+
+def test_unsafe_values_cannot_be_allowed():
+    result = env_rules.validate({"HSA_ENABLE_SDMA": "0;id"}, {"HSA_ENABLE_SDMA": "debugging"}, MI250, KNOWLEDGE)
+    assert [e["rule"] for e in result["refusals"]] == ["unsafe-value"]
+
+
+@pytest.mark.parametrize(
+    "name,value,rule,fragment",
+    [
+        ("1BAD", "1", "name", "not a valid environment name"),
+        ("BAD-NAME", "1", "name", "not a valid environment name"),
+        ("BAD NAME", "1", "name", "not a valid environment name"),
+        ("X;id", "1", "name", "not a valid environment name"),
+        ("PATH", "/opt/rocm/bin", "reserved-name", "PATH changes how every shell"),
+        ("LD_PRELOAD", "/tmp/x.so", "reserved-name", "LD_PRELOAD"),
+        ("BASH_ENV", "/tmp/x", "reserved-name", "BASH_ENV"),
+        ("HSA_ENABLE_SDMA", True, "type", "YAML boolean"),
+        ("HSA_ENABLE_SDMA", 0.5, "type", "YAML float"),
+        ("HSA_ENABLE_SDMA", ["0"], "type", "not a string"),
+        ("HSA_ENABLE_SDMA", "2", "valid", "expected one of 0, 1"),
+        ("NCCL_NSOCKS_PERTHREAD", "many", "valid", "expected an integer"),
+        ("NCCL_NSOCKS_PERTHREAD", "65", "valid", "1..64"),
+        ("NCCL_PROTO", "LL256", "valid", "comma list"),
+        ("NCCL_NET_GDR_LEVEL", "7", "valid", "PHB"),
+        ("HSA_OVERRIDE_GFX_VERSION", "gfx90a", "valid", "MAJOR.MINOR.STEPPING"),
+    ],
+)
+def test_invalid_names_types_and_values_are_refused(name, value, rule, fragment):
+    result = env_rules.validate({name: value}, {}, MI250, KNOWLEDGE)
+    assert [(e["variable"], e["rule"]) for e in result["refusals"]] == [(name, rule)]
+    assert fragment in result["refusals"][0]["reason"]
+    assert result["rendered"] == {}
+
+
+def test_integers_are_accepted_as_strings():
+    result = env_rules.validate({"NCCL_IB_GID_INDEX": 3}, {}, MI250, KNOWLEDGE)
+    assert result["rendered"] == {"NCCL_IB_GID_INDEX": "3"} and result["refusals"] == []
+
+
+def test_allow_turns_an_allowable_refusal_into_a_warning_and_a_warning_into_a_note():
+    allow = {"HSA_OVERRIDE_GFX_VERSION": "vendor image built for gfx900 only", "HSA_ENABLE_SDMA": "bisecting a copy hang"}
+    result = env_rules.validate({"HSA_OVERRIDE_GFX_VERSION": "9.0.0", "HSA_ENABLE_SDMA": "0"}, allow, MI250, KNOWLEDGE)
+    assert result["refusals"] == []
+    assert [(e["variable"], e["rule"]) for e in result["warnings"]] == [("HSA_OVERRIDE_GFX_VERSION", "hsa-override-native")]
+    assert "allowed by rocm_env_allow.HSA_OVERRIDE_GFX_VERSION (vendor image" in result["warnings"][0]["reason"]
+    assert ("HSA_ENABLE_SDMA", "sdma-off-outside-debug") in [(e["variable"], e["rule"]) for e in result["notes"]]
+    assert result["rendered"] == {"HSA_OVERRIDE_GFX_VERSION": "9.0.0", "HSA_ENABLE_SDMA": "0"}
+
+
+def test_allow_is_per_variable_and_needs_a_reason():
+    result = env_rules.validate(
+        {"HSA_OVERRIDE_GFX_VERSION": "9.0.0", "NCCL_PROTO": "LL128"}, {"NCCL_PROTO": "measured on gfx942"}, MI300X, KNOWLEDGE
+    )
+    assert [e["variable"] for e in result["refusals"]] == ["HSA_OVERRIDE_GFX_VERSION"]
+    result = env_rules.validate({"HSA_OVERRIDE_GFX_VERSION": "9.0.0"}, {"HSA_OVERRIDE_GFX_VERSION": " "}, MI250, KNOWLEDGE)
+    assert {e["rule"] for e in result["refusals"]} == {"allow-reason", "hsa-override-native"}
+    result = env_rules.validate({}, {"NCCL_PROTO": "x"}, MI250, KNOWLEDGE)
+    assert [e["rule"] for e in result["notes"]] == ["allow-unused"]
+
+
+def test_unknown_variables_render_with_a_note():
+    result = env_rules.validate({"MY_SITE_FLAG": "on"}, {}, MI250, KNOWLEDGE)
+    assert result["rendered"] == {"MY_SITE_FLAG": "on"}
+    assert [e["rule"] for e in result["notes"]] == ["unknown-variable"]
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES["profiles"]))
+@pytest.mark.parametrize(
+    "node",
+    [MI250, MI300X, MI355X, PCIE, UNKNOWN, ctx(MI300X, rocm="7.14")],
+    ids=["mi250", "mi300x", "mi355x", "pcie", "unknown", "rocm714"],
+)
+def test_profiles_alone_raise_no_refusal_or_warning(profile, node):
+    result = env_rules.resolve(profile, {}, {}, node, KNOWLEDGE, PROFILES)
+    assert result["refusals"] == [] and result["warnings"] == []
+    assert result["rendered"]
+
+
+def test_profile_version_and_gpu_gating():
+    result = env_rules.resolve("xgmi-training", {}, {}, MI355X, KNOWLEDGE, PROFILES)
+    dropped = {e["variable"]: e["rule"] for e in result["drops"]}
+    assert dropped == {"HIP_FORCE_DEV_KERNARG": "dev-kernarg-default", "NCCL_MIN_NCHANNELS": "nchannels-default-gfx950"}
+    result = env_rules.resolve("xgmi-training", {}, {}, ctx(MI300X, rocm="6.1"), KNOWLEDGE, PROFILES)
+    assert result["drops"] == [] and result["rendered"]["HIP_FORCE_DEV_KERNARG"] == "1"
+    result = env_rules.resolve("rdma-training", {}, {}, ctx(MI300X, rocm="7.13", fabric=None), KNOWLEDGE, PROFILES)
+    assert "RCCL_MSCCL_ENABLE" not in result["rendered"] and result["fabric"] == "rdma"
+    assert result["rendered"]["TORCH_NCCL_HIGH_PRIORITY"] == "1" and result["rendered"]["NCCL_MIN_NCHANNELS"] == "112"
+
+
+def test_override_null_removes_a_profile_variable():
+    result = env_rules.resolve("inference", {"NCCL_MIN_NCHANNELS": None}, {}, MI300X, KNOWLEDGE, PROFILES)
+    assert "NCCL_MIN_NCHANNELS" not in result["rendered"]
+    assert [e["rule"] for e in result["notes"]] == ["override-unset"]
+
+
+def test_unknown_profile_and_include_loops_fail_clearly():
+    with pytest.raises(ValueError, match="unknown environment profile 'nope'"):
+        env_rules.resolve("nope", {}, {}, MI250, KNOWLEDGE, PROFILES)
+    looped = {"profiles": {"a": {"include": ["b"]}, "b": {"include": ["a"]}}}
+    with pytest.raises(ValueError, match="includes itself"):
+        env_rules.profile_variables(looped, "a")
+
+
+def test_rendering_shell_and_env_lines():
+    rendered = {"B": "x,y", "A": "1"}
+    assert env_rules.render_shell(rendered) == ["export A='1'", "export B='x,y'"]
+    assert env_rules.render_env_file(rendered) == ["A=1", "B=x,y"]
+    assert env_rules.shell_quote("a'b") == "'a'\"'\"'b'"
+
+
+@pytest.mark.parametrize(
+    "text,expected", [("6.2.1", (6, 2, 1)), ("7.0", (7, 0, 0)), ("6.4.0-15396", (6, 4, 0)), ("", None), ("x", None), (None, None)]
+)
+def test_parse_version(text, expected):
+    assert env_rules.parse_version(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value,gfx", [("9.0.0", "gfx900"), ("9.0.10", "gfx90a"), ("9.4.2", "gfx942"), ("10.3.0", "gfx1030"), ("bad", None)]
+)
+def test_override_value_decodes_to_the_target_it_selects(value, gfx):
+    assert env_rules.gfx_for_override(value) == gfx
+
+
+def test_context_from_topology():
+    topology = {"gpus": [{"index": 0, "gfx": "gfx942"}, {"index": 1, "gfx": "gfx942"}], "links": [{"a": 0, "b": 1, "type": "xgmi"}]}
+    context = env_rules.context_from_topology(topology, "6.4", None, "inference")
+    assert context["gfx"] == ["gfx942"] and context["xgmi"] is True
+    assert env_rules.context_from_topology({"gpus": [], "links": [{"type": "pcie"}]})["xgmi"] is False
+    assert env_rules.context_from_topology(None)["xgmi"] is None
+
+
+def test_filter_uses_gpu_generations_and_renders_report():
+    from ansible_collections.topotune.instinct.plugins.filter.rocm_env_resolve import native_gfx_targets, rocm_env_resolve
+
+    assert {"gfx90a", "gfx942", "gfx950"} <= set(native_gfx_targets(KNOWLEDGE))
+    topology = {"gpus": [{"index": 0, "gfx": "gfx90a"}], "links": [{"a": 0, "b": 1, "type": "xgmi"}]}
+    result = rocm_env_resolve("rdma-training", SOURCE_ARTICLE, {}, topology, "5.7.1")
+    assert len(result["refusals"]) == 2 and len(result["warnings"]) == 6
+    assert result["report"][0].startswith("REFUSED HSA_OVERRIDE_GFX_VERSION:")
+
+
+def test_filter_rejects_non_mapping_overrides():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.topotune.instinct.plugins.filter.rocm_env_resolve import rocm_env_resolve
+
+    with pytest.raises(AnsibleFilterError, match="overrides must be a dict"):
+        rocm_env_resolve("debug", ["HSA_ENABLE_SDMA=0"])
+
+
+def test_role_readme_shows_the_source_article_report_verbatim():
+    result = env_rules.resolve("rdma-training", SOURCE_ARTICLE, {}, ARTICLE_NODE, KNOWLEDGE, PROFILES)
+    with open(os.path.join(REPO, "roles", "rocm_env", "README.md"), encoding="utf-8") as handle:
+        readme = handle.read().splitlines()
+    for line in env_rules.format_report(result) + result["env_lines"]:
+        assert line in readme, line
