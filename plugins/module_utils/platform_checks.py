@@ -1,0 +1,536 @@
+"""Platform checks of an AMD Instinct node: observed kernel/sysfs facts against per-generation expectations.
+
+Public API (standard library only, Python 3.8+):
+
+``gather(sysroot)``
+    Read-only: the facts the checks need, from sysfs/procfs under ``sysroot`` (PCI GPU links, cmdline,
+    IOMMU units, CPU packages and NUMA nodes, SMT, NUMA balancing, THP, cpuidle, cpufreq, DMI BIOS).
+    Missing files become ``None`` (the check then reports ``unknown``), never an exception.
+``detect_generation(gpus, generations, name=None)``
+    The generation entry (from ``knowledge/gpu_generations.yml``) matching the GPUs' device ids, or the
+    one named ``name``; ``None`` when nothing matches.
+``run_checks(facts, knowledge, options=None)``
+    Pure: list of results ``{id, status, observed, expected, remediation, source, cvs}``; ``status`` is
+    one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
+    (``generation``, ``gpu_count``, ``bios_version``, ``cpu_governor``, ``transparent_hugepage``,
+    ``skip``).
+``summarize(results)``
+    ``{pass, warn, fail, unknown, total, worst}``.
+
+Check ids follow ROCm/cvs ``cvs/tests/platform/host_configs_cvs.py`` (``test_check_<id>``) where CVS has
+the check; the ``cvs`` key names the CVS test.
+"""
+
+import os
+import re
+
+from .cpulist import format_cpulist
+from .sysroot import join, list_dir, read_text
+
+STATUSES = ("pass", "warn", "fail", "unknown")
+_RANK = {"pass": 0, "unknown": 1, "warn": 2, "fail": 3}
+AMD_VENDOR = "0x1002"
+_SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
+_CPU_DIR = re.compile(r"^cpu([0-9]+)$")
+_STATE_DIR = re.compile(r"^state([0-9]+)$")
+_NODE_DIR = re.compile(r"^node([0-9]+)$")
+_CVS_SOURCE = "ROCm/cvs cvs/tests/platform/host_configs_cvs.py"
+
+
+# ------------------------------------------------------------------------------------------------ gather
+def _speed_gts(text):
+    """``"32.0 GT/s PCIe"`` -> 32.0; ``None`` when unreadable or unknown."""
+    match = _SPEED.match(text or "")
+    return float(match.group(1)) if match else None
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gather_gpus(sysroot):
+    base = join(sysroot, "sys/bus/pci/devices")
+    gpus = []
+    for bdf in list_dir(base):
+        dev = os.path.join(base, bdf)
+        if read_text(os.path.join(dev, "vendor"), "").lower() != AMD_VENDOR:
+            continue
+        pci_class = read_text(os.path.join(dev, "class"), "").lower()
+        # 0x03xxxx display controllers (MI210 PCIe cards), 0x12xxxx processing accelerators (OAM)
+        if not pci_class.startswith(("0x03", "0x12")):
+            continue
+        gpus.append({
+            "bdf": bdf,
+            "device_id": read_text(os.path.join(dev, "device"), "").lower(),
+            "numa_node": _int_or_none(read_text(os.path.join(dev, "numa_node"), None)),
+            "current_width": _int_or_none(read_text(os.path.join(dev, "current_link_width"), None)),
+            "max_width": _int_or_none(read_text(os.path.join(dev, "max_link_width"), None)),
+            "current_speed_gts": _speed_gts(read_text(os.path.join(dev, "current_link_speed"), None)),
+            "max_speed_gts": _speed_gts(read_text(os.path.join(dev, "max_link_speed"), None)),
+        })
+    return gpus
+
+
+def _gather_cpus(sysroot):
+    """Per-CPU cpufreq governors and cpuidle state switches, plus CPU packages."""
+    base = join(sysroot, "sys/devices/system/cpu")
+    cpus, packages = [], set()
+    governors, no_cpufreq, idle = {}, [], {}
+    for name in list_dir(base):
+        match = _CPU_DIR.match(name)
+        if not match:
+            continue
+        cpu = int(match.group(1))
+        cpus.append(cpu)
+        cdir = os.path.join(base, name)
+        pkg = read_text(os.path.join(cdir, "topology", "physical_package_id"), None)
+        if pkg is not None:
+            packages.add(pkg)
+        gov = read_text(os.path.join(cdir, "cpufreq", "scaling_governor"), None)
+        if gov is None:
+            no_cpufreq.append(cpu)
+        else:
+            governors.setdefault(gov, []).append(cpu)
+        for state in list_dir(os.path.join(cdir, "cpuidle")):
+            if not _STATE_DIR.match(state):
+                continue
+            sdir = os.path.join(cdir, "cpuidle", state)
+            sname = read_text(os.path.join(sdir, "name"), None)
+            disabled = read_text(os.path.join(sdir, "disable"), None)
+            if sname is None or disabled is None:
+                continue
+            entry = idle.setdefault(sname, {"disabled": [], "enabled": []})
+            entry["disabled" if disabled == "1" else "enabled"].append(cpu)
+    cpus.sort()
+    return {
+        "cpus": cpus,
+        "packages": len(packages) if packages else None,
+        "governors": {k: sorted(v) for k, v in governors.items()},
+        "no_cpufreq": sorted(no_cpufreq),
+        "cpuidle": idle or None,
+    }
+
+
+def _gather_numa(sysroot):
+    base = join(sysroot, "sys/devices/system/node")
+    nodes = 0
+    seen = False
+    for name in list_dir(base):
+        if not _NODE_DIR.match(name):
+            continue
+        seen = True
+        # memory-only nodes (CXL, HBM exposed as NUMA) do not count towards NPS
+        if read_text(os.path.join(base, name, "cpulist"), ""):
+            nodes += 1
+    return nodes if seen else None
+
+
+def _selected(text):
+    """THP ``always [madvise] never`` -> ``madvise``."""
+    if text is None:
+        return None
+    match = re.search(r"\[([^\]]+)\]", text)
+    return match.group(1) if match else text.strip() or None
+
+
+def _cpu_vendor(sysroot):
+    text = read_text(join(sysroot, "proc/cpuinfo"), "")
+    match = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def gather(sysroot="/"):
+    """Return the observed facts under ``sysroot`` (read-only)."""
+    iommu_dir = join(sysroot, "sys/class/iommu")
+    facts = {
+        "gpus": _gather_gpus(sysroot),
+        "cmdline": read_text(join(sysroot, "proc/cmdline"), None),
+        "iommu_units": len(list_dir(iommu_dir)) if os.path.isdir(iommu_dir) else None,
+        "numa_nodes": _gather_numa(sysroot),
+        "smt_active": read_text(join(sysroot, "sys/devices/system/cpu/smt/active"), None),
+        "numa_balancing": read_text(join(sysroot, "proc/sys/kernel/numa_balancing"), None),
+        "thp": _selected(read_text(join(sysroot, "sys/kernel/mm/transparent_hugepage/enabled"), None)),
+        "bios_version": read_text(join(sysroot, "sys/class/dmi/id/bios_version"), None),
+        "cpu_vendor": _cpu_vendor(sysroot),
+    }
+    facts.update(_gather_cpus(sysroot))
+    return facts
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _result(check_id, status, observed, expected, remediation="", source="", cvs=None):
+    return {
+        "id": check_id,
+        "status": status,
+        "observed": observed,
+        "expected": expected,
+        "remediation": remediation if status != "pass" else "",
+        "source": source,
+        "cvs": cvs,
+    }
+
+
+def cmdline_params(cmdline):
+    """Kernel command line -> list of tokens (``name`` or ``name=value``), quotes removed."""
+    if not cmdline:
+        return []
+    return [tok.replace('"', "") for tok in cmdline.split()]
+
+
+def _has_param(tokens, param):
+    """``param`` (``name`` or ``name=value``) present; ``pci=realloc=off`` also matches ``pci=a,realloc=off``."""
+    if "=" not in param:
+        return any(tok == param or tok.startswith(param + "=") for tok in tokens)
+    name, value = param.split("=", 1)
+    for tok in tokens:
+        if tok == param:
+            return True
+        tname, _, tvalue = tok.partition("=")
+        if tname == name and name == "pci" and value in tvalue.split(","):
+            return True
+    return False
+
+
+def _slot(bdf):
+    """``0000:0c:00.3`` -> ``0000:0c:00``: partitions appear as functions of one physical GPU."""
+    return bdf.rsplit(".", 1)[0]
+
+
+def detect_generation(gpus, generations, name=None):
+    """Return the generation entry for the GPUs (most frequent device id) or the one named ``name``."""
+    if name:
+        wanted = name.upper()
+        for gen in generations:
+            if gen.get("name", "").upper() == wanted or wanted in [a.upper() for a in gen.get("aliases") or []]:
+                return gen
+        return None
+    by_id = {}
+    for gen in generations:
+        for dev in gen.get("device_ids") or []:
+            by_id[str(dev).lower()] = gen
+    counts = {}
+    for gpu in gpus:
+        gen = by_id.get(gpu["device_id"])
+        if gen is not None:
+            counts[gen["name"]] = counts.get(gen["name"], 0) + 1
+    if not counts:
+        return None
+    best = max(sorted(counts), key=lambda n: counts[n])
+    return next(g for g in generations if g["name"] == best)
+
+
+def summarize(results):
+    """Counts per status and the worst status."""
+    summary = {status: 0 for status in STATUSES}
+    for res in results:
+        summary[res["status"]] += 1
+    summary["total"] = len(results)
+    worst = "pass"
+    for res in results:
+        if _RANK[res["status"]] > _RANK[worst]:
+            worst = res["status"]
+    summary["worst"] = worst
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------- checks
+def _check_generation(facts, gen, options):
+    amd = sorted({g["device_id"] for g in facts["gpus"]})
+    if gen is None:
+        if options.get("generation"):
+            return _result("gpu_generation", "fail", "generation %r not in the knowledge table" % options["generation"],
+                           "a known generation", "set platform_checks_generation to one of the names in "
+                           "knowledge/gpu_generations.yml, or leave it empty to detect it", "knowledge/gpu_generations.yml")
+        return _result("gpu_generation", "unknown",
+                       "no known AMD Instinct device id (%s)" % (", ".join(amd) or "no AMD GPU"),
+                       "a device id listed in knowledge/gpu_generations.yml",
+                       "check that amdgpu sees the GPUs (lspci -d 1002:), or set platform_checks_generation; "
+                       "GPU expectations fall back to each device's own maximum link", "knowledge/gpu_generations.yml")
+    ids = [d for d in amd if d not in [str(x).lower() for x in gen.get("device_ids") or []]]
+    observed = "%s (%s)" % (gen["name"], ", ".join(amd) or "forced by platform_checks_generation")
+    if ids:
+        return _result("gpu_generation", "warn", observed + "; other AMD devices: " + ", ".join(ids),
+                       "one GPU generation per node", "mixed GPU generations: check the node's inventory group",
+                       gen.get("source", ""))
+    return _result("gpu_generation", "pass", observed, gen["name"], source=gen.get("source", ""))
+
+
+def _check_gpu_count(facts, gen, options):
+    slots = sorted({_slot(g["bdf"]) for g in facts["gpus"]
+                    if gen is None or g["device_id"] in [str(x).lower() for x in gen.get("device_ids") or []]})
+    expected = options.get("gpu_count") or (gen or {}).get("devices_per_node")
+    observed = "%d GPU device(s)" % len(slots)
+    source = "amd-knowledge §2.6 (lspci -d 1002:74a1 = 8); " + _CVS_SOURCE
+    if not expected:
+        return _result("pci_accelerators", "unknown", observed, "not set",
+                       "set platform_checks_gpu_count to the GPUs this node should show", source,
+                       "test_check_pci_accelerators")
+    if len(slots) == expected:
+        return _result("pci_accelerators", "pass", observed, "%d" % expected, source=source,
+                       cvs="test_check_pci_accelerators")
+    return _result("pci_accelerators", "fail", observed, "%d" % expected,
+                   "%d GPU(s) missing from PCI: reseat or check the GPU/riser, look for amdgpu or PCIe AER errors "
+                   "in dmesg, check 'Above 4G decoding' and pci=realloc=off" % (expected - len(slots))
+                   if len(slots) < expected else
+                   "more GPUs than expected: fix platform_checks_gpu_count for this node",
+                   source, "test_check_pci_accelerators")
+
+
+def _check_pcie(facts, gen):
+    gpus = [g for g in facts["gpus"] if g["current_width"] is not None]
+    source = "system-acceptance-docs health-checks.md (LnkSta Speed/Width); " + _CVS_SOURCE
+    cvs = "test_check_gpu_pcie_speed_width"
+    if not gpus:
+        return _result("gpu_pcie_speed_width", "unknown", "no GPU PCIe link attributes", "x16 at the generation's speed",
+                       "run on the node itself (sysfs current_link_width/current_link_speed)", source, cvs)
+    want = (gen or {}).get("pcie") or {}
+    bad = []
+    for g in gpus:
+        width = want.get("width") or g["max_width"]
+        speed = want.get("speed_gts") or g["max_speed_gts"]
+        low_w = width is not None and (g["current_width"] or 0) < width
+        low_s = speed is not None and g["current_speed_gts"] is not None and g["current_speed_gts"] < speed
+        if low_w or low_s:
+            bad.append("%s x%s %s GT/s (max x%s %s GT/s)" % (g["bdf"], g["current_width"], g["current_speed_gts"],
+                                                              g["max_width"], g["max_speed_gts"]))
+    expected = "x%s at %s GT/s (Gen%s)" % (want.get("width", "max"), want.get("speed_gts", "max"), want.get("gen", "?"))
+    if bad:
+        return _result("gpu_pcie_speed_width", "fail", "; ".join(bad), expected,
+                       "a GPU link trained below spec: reseat the GPU/riser/cable, check the slot's PCIe "
+                       "Generation in BIOS (Gen%s) and 'lspci -vvv -s <bdf>' LnkSta for '(downgraded)'; "
+                       "then reboot" % want.get("gen", "max"), source, cvs)
+    return _result("gpu_pcie_speed_width", "pass", "%d link(s) at %s" % (len(gpus), expected), expected,
+                   source=source, cvs=cvs)
+
+
+def _check_gpu_numa(facts):
+    minus = [g["bdf"] for g in facts["gpus"] if g["numa_node"] is not None and g["numa_node"] < 0]
+    if not facts["gpus"]:
+        return _result("gpu_numa_affinity", "unknown", "no GPU", "numa_node >= 0 for every GPU",
+                       "no AMD GPU found under sys/bus/pci/devices", "Linux PCI sysfs ABI (numa_node)")
+    if minus and facts.get("numa_nodes") == 1:
+        # one NUMA node: firmware need not give proximity, every CPU is local anyway
+        return _result("gpu_numa_affinity", "pass", "numa_node -1 on %s (single NUMA node: harmless)" % ", ".join(minus),
+                       "numa_node >= 0 for every GPU, or a single NUMA node", source="Linux PCI sysfs ABI (numa_node)")
+    if minus:
+        return _result("gpu_numa_affinity", "warn", "numa_node -1 on %s" % ", ".join(minus),
+                       "numa_node >= 0 for every GPU",
+                       "firmware gives no NUMA proximity for these GPUs (ACPI _PXM/SRAT missing, or a VM): "
+                       "GPU-to-CPU binding cannot be derived; update the BIOS or pin with an explicit map",
+                       "Linux PCI sysfs ABI (numa_node); amd-knowledge §2.6")
+    return _result("gpu_numa_affinity", "pass", "all %d GPU(s) report a NUMA node" % len(facts["gpus"]),
+                   "numa_node >= 0 for every GPU", source="Linux PCI sysfs ABI (numa_node)")
+
+
+def _check_cmdline(facts, gen):
+    params = list(((gen or {}).get("kernel_params") or {}).get("required") or ["iommu=pt", "pci=realloc=off"])
+    if facts.get("cpu_vendor") == "GenuineIntel" and "intel_iommu=on" not in params:
+        params.append("intel_iommu=on")
+    source = ((gen or {}).get("kernel_params") or {}).get("source") or "system-acceptance-docs kernel-parameters.md"
+    names = {"iommu=pt": ("iommu_pt", "test_check_iommu_pt"), "pci=realloc=off": ("pci_realloc", "test_check_pci_realloc")}
+    tokens = cmdline_params(facts["cmdline"])
+    results = []
+    for param in params:
+        check_id, cvs = names.get(param, ("kernel_param_" + re.sub(r"[^a-z0-9]+", "_", param.lower()).strip("_"), None))
+        if facts["cmdline"] is None:
+            results.append(_result(check_id, "unknown", "proc/cmdline unreadable", param,
+                                   "run on the node itself", source, cvs))
+        elif _has_param(tokens, param):
+            results.append(_result(check_id, "pass", param, param, source=source, cvs=cvs))
+        else:
+            results.append(_result(check_id, "fail", "missing from /proc/cmdline", param,
+                                   "add %s to the kernel command line (role topotune.instinct.kernel_tuning, "
+                                   "kernel_tuning_cmdline) and reboot" % param, source, cvs))
+    return results
+
+
+def _check_iommu(facts, gen, host):
+    units = facts["iommu_units"]
+    cpus = len(facts["cpus"])
+    limit = int((host.get("x2apic_cpu_limit") or {}).get("cpus", 256))
+    bios = (gen or {}).get("iommu_bios")
+    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    if units is None:
+        return _result("iommu_state", "unknown", "sys/class/iommu not readable", "IOMMU %s" % (bios or "enabled"),
+                       "run on the node itself", source)
+    enabled = units > 0
+    observed = "enabled (%d unit(s))" % units if enabled else "disabled (no IOMMU unit)"
+    if enabled:
+        return _result("iommu_state", "pass", observed, "enabled, in passthrough (iommu=pt)", source=source)
+    if bios == "enabled":
+        x2apic = "; with %d CPUs Linux also turns X2APIC off and uses at most 255 of them" % cpus if cpus >= limit else ""
+        return _result("iommu_state", "fail", observed, "enabled",
+                       "enable IOMMU in BIOS (AMD CBS > NBIO Common Options > IOMMU = Enabled) and keep iommu=pt "
+                       "on the kernel command line" + x2apic, source)
+    if cpus >= limit:
+        return _result("iommu_state", "fail", observed + ", %d CPUs" % cpus, "enabled with >= %d CPUs" % limit,
+                       "with >= 256 logical CPUs and IOMMU disabled Linux turns X2APIC off and uses at most 255 "
+                       "CPUs: enable IOMMU in BIOS and boot with iommu=pt", source)
+    return _result("iommu_state", "pass", observed, "disabled or enabled with iommu=pt", source=source)
+
+
+def _check_nps(facts, gen):
+    allowed = (gen or {}).get("nps_allowed")
+    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    nodes, packages = facts["numa_nodes"], facts["packages"]
+    if nodes is None or not packages:
+        return _result("numa_nps", "unknown", "NUMA nodes %s, sockets %s" % (nodes, packages),
+                       "NPS in %s" % (allowed or "?"), "run on the node itself (sys/devices/system/node, "
+                       "cpu*/topology/physical_package_id)", source)
+    if nodes % packages:
+        return _result("numa_nps", "warn", "%d NUMA nodes with CPUs over %d sockets" % (nodes, packages),
+                       "NPS in %s" % (allowed or "?"), "uneven NUMA nodes per socket: check NPS and offline CPUs",
+                       source)
+    nps = nodes // packages
+    observed = "NPS%d (%d NUMA nodes, %d sockets)" % (nps, nodes, packages)
+    if not allowed:
+        return _result("numa_nps", "unknown", observed, "generation unknown", "set platform_checks_generation", source)
+    expected = "NPS " + "/".join(str(a) for a in allowed)
+    if nps in allowed:
+        return _result("numa_nps", "pass", observed, expected, source=source)
+    return _result("numa_nps", "fail", observed, expected,
+                   "set BIOS AMD CBS > DF Common Options > Memory Addressing > NUMA nodes per socket to NPS%s"
+                   % allowed[0], source)
+
+
+def _check_smt(facts, gen):
+    want = (gen or {}).get("smt", "disabled")
+    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    active = facts["smt_active"]
+    if active is None:
+        return _result("smt", "unknown", "sys/devices/system/cpu/smt/active missing", "SMT %s" % want,
+                       "run on the node itself", source)
+    observed = "active" if active == "1" else "inactive"
+    if want != "disabled" or active != "1":
+        return _result("smt", "pass", observed, "SMT %s" % want, source=source)
+    return _result("smt", "warn", observed, "SMT %s (compute-bound workloads)" % want,
+                   "set BIOS AMD CBS > CPU Common Options > SMT Control = Disable (AMD: Auto if the workload "
+                   "is not compute-bound), or 'echo off > /sys/devices/system/cpu/smt/control'", source)
+
+
+def _check_numa_balancing(facts, host):
+    spec = host.get("numa_balancing") or {}
+    want = str(spec.get("expected", "0"))
+    value = facts["numa_balancing"]
+    source = spec.get("source", "")
+    cvs = "test_check_numa_balancing"
+    if value is None:
+        return _result("numa_balancing", "unknown", "proc/sys/kernel/numa_balancing missing", want,
+                       "kernel without NUMA balancing support, or not readable", source, cvs)
+    if value == want:
+        return _result("numa_balancing", "pass", value, want, source=source, cvs=cvs)
+    return _result("numa_balancing", "fail", value, want,
+                   "sysctl kernel.numa_balancing=0, persisted in /etc/sysctl.d (role topotune.instinct.kernel_tuning, "
+                   "kernel_tuning_numa_balancing_disable: true)", source, cvs)
+
+
+def _check_thp(facts, host, options):
+    spec = host.get("transparent_hugepage") or {}
+    want = options.get("transparent_hugepage") or spec.get("expected", "always")
+    value = facts["thp"]
+    source = spec.get("source", "")
+    if value is None:
+        return _result("transparent_hugepage", "unknown", "sys/kernel/mm/transparent_hugepage/enabled missing", want,
+                       "kernel without THP, or not readable", source)
+    if value == want:
+        return _result("transparent_hugepage", "pass", value, want, source=source)
+    return _result("transparent_hugepage", spec.get("level", "warn"), value, want,
+                   "set transparent_hugepage=%s on the kernel command line (kernel_tuning_cmdline) or "
+                   "echo %s > /sys/kernel/mm/transparent_hugepage/enabled" % (want, want), source)
+
+
+def _check_cstate(facts, host):
+    spec = host.get("cstate_c2") or {}
+    source = spec.get("source", "")
+    tokens = cmdline_params(facts["cmdline"])
+    for tok in tokens:
+        if tok.startswith("processor.max_cstate="):
+            limit = _int_or_none(tok.split("=", 1)[1])
+            if limit is not None and limit < 2:
+                return _result("cstate_c2", "pass", tok, "C2 disabled", source=source)
+    idle = facts["cpuidle"]
+    if not idle:
+        return _result("cstate_c2", "unknown", "no cpuidle states exposed (VM or cpuidle off)", "C2 disabled",
+                       "nothing to do if the hypervisor owns C-states; otherwise check the cpuidle driver", source)
+    c2 = idle.get("C2")
+    if c2 is None:
+        return _result("cstate_c2", "pass", "no C2 state (states: %s)" % ", ".join(sorted(idle)), "C2 disabled",
+                       source=source)
+    if not c2["enabled"]:
+        return _result("cstate_c2", "pass", "C2 disabled on %d CPU(s)" % len(c2["disabled"]), "C2 disabled",
+                       source=source)
+    return _result("cstate_c2", spec.get("level", "warn"), "C2 enabled on CPUs %s" % format_cpulist(c2["enabled"]),
+                   "C2 disabled", "cpupower idle-set -d 2, persisted by role topotune.instinct.kernel_tuning "
+                   "(kernel_tuning_c2_disable: true)", source)
+
+
+def _check_governor(facts, host, options):
+    spec = host.get("cpu_governor") or {}
+    want = options.get("cpu_governor") or spec.get("expected", "performance")
+    source = spec.get("source", "")
+    govs = facts["governors"]
+    if not govs:
+        return _result("cpu_governor", "unknown", "no cpufreq on this node (VM or driver missing)", want,
+                       "nothing to set: the hypervisor or firmware owns CPU frequency", source)
+    observed = "; ".join("%s on %s" % (g, format_cpulist(c)) for g, c in sorted(govs.items()))
+    if list(govs) == [want]:
+        return _result("cpu_governor", "pass", observed, want, source=source)
+    return _result("cpu_governor", spec.get("level", "warn"), observed, want,
+                   "role topotune.instinct.cpu_governor (cpu_governor_governor: %s)" % want, source)
+
+
+def _check_bios_version(facts, options):
+    want = options.get("bios_version")
+    value = facts["bios_version"]
+    source = "sys/class/dmi/id/bios_version (dmidecode -s bios-version); " + _CVS_SOURCE
+    cvs = "test_check_bios_version"
+    if value is None:
+        return _result("bios_version", "unknown", "sys/class/dmi/id/bios_version missing", want or "any",
+                       "no DMI on this platform (VM or ARM): attest the BIOS version by hand", source, cvs)
+    if not want:
+        return _result("bios_version", "pass", value, "any (set platform_checks_bios_version to pin)",
+                       source=source, cvs=cvs)
+    if value == want:
+        return _result("bios_version", "pass", value, want, source=source, cvs=cvs)
+    return _result("bios_version", "fail", value, want,
+                   "update the BIOS to %s (vendor tool), or fix platform_checks_bios_version" % want, source, cvs)
+
+
+def _check_attest(gen):
+    results = []
+    for item in (gen or {}).get("bios_attest") or []:
+        results.append(_result(item["id"], "unknown", "not observable from the OS", item["expected"],
+                               "attest in BIOS setup: %s = %s" % (item["setting"], item["expected"]),
+                               gen.get("bios_source", "")))
+    return results
+
+
+def run_checks(facts, knowledge, options=None):
+    """Return the list of check results for ``facts`` (from ``gather``) against ``knowledge``."""
+    options = options or {}
+    generations = (knowledge or {}).get("generations") or []
+    host = (knowledge or {}).get("host") or {}
+    gen = detect_generation(facts["gpus"], generations, options.get("generation"))
+    results = [
+        _check_generation(facts, gen, options),
+        _check_gpu_count(facts, gen, options),
+        _check_pcie(facts, gen),
+        _check_gpu_numa(facts),
+    ]
+    results.extend(_check_cmdline(facts, gen))
+    results.extend([
+        _check_iommu(facts, gen, host),
+        _check_nps(facts, gen),
+        _check_smt(facts, gen),
+        _check_numa_balancing(facts, host),
+        _check_thp(facts, host, options),
+        _check_cstate(facts, host),
+        _check_governor(facts, host, options),
+        _check_bios_version(facts, options),
+    ])
+    results.extend(_check_attest(gen))
+    skip = set(options.get("skip") or [])
+    return [r for r in results if r["id"] not in skip]

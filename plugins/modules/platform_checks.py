@@ -1,0 +1,162 @@
+#!/usr/bin/python
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read-only platform checks of an AMD Instinct node against its GPU generation's expected values."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: platform_checks
+author: topotune contributors
+short_description: Check an AMD Instinct node's platform settings against its GPU generation (read-only)
+description:
+  - Reads PCI GPU links, the kernel command line, IOMMU units, NUMA nodes per socket, SMT, NUMA balancing,
+    transparent hugepages, cpuidle C2, the CPU governor and the BIOS version from sysfs/procfs under
+    O(sysroot), and compares them with the expected values of the node's GPU generation.
+  - The module reads the PCI link state itself (C(sys/bus/pci/devices/<bdf>/current_link_width) and
+    friends) rather than taking the C(topotune_topology) fact, so it runs alone, on a snapshot, or before
+    discovery.
+  - Settings the OS cannot observe (determinism slider, APBDIS, DF C-states, cTDP, TSME, SR-IOV) are
+    reported C(unknown) with the value to attest in BIOS setup, never guessed.
+  - Never changes the node; C(changed) is always false.
+  - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
+options:
+  sysroot:
+    description: Directory under which sysfs/procfs are read (C(/) on a real node, C(/sim) on a simulated one).
+    type: path
+    default: /
+  knowledge:
+    description:
+      - The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically
+        C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node,
+        which does not have the collection's data files.
+    type: dict
+    required: true
+  generation:
+    description: Force the generation by name (for example C(MI300X)) instead of detecting it from PCI device ids.
+    type: str
+  gpu_count:
+    description: GPUs (physical PCI devices; partitions count once) this node must show. C(0) uses the generation's value.
+    type: int
+    default: 0
+  bios_version:
+    description: Expected DMI BIOS version; empty accepts any and reports it.
+    type: str
+    default: ""
+  cpu_governor:
+    description: Expected CPU frequency governor; empty uses the knowledge file's value.
+    type: str
+    default: ""
+  transparent_hugepage:
+    description: Expected transparent hugepage mode; empty uses the knowledge file's value.
+    type: str
+    default: ""
+  skip:
+    description: Check ids to leave out of the results.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Check the node's platform settings
+  topotune.instinct.platform_checks:
+    sysroot: "{{ topotune_sysroot | default('/') }}"
+    knowledge: "{{ lookup('topotune.instinct.knowledge', 'gpu_generations') }}"
+    gpu_count: 8
+  register: checks
+
+- name: Show failed checks
+  ansible.builtin.debug:
+    msg: "{{ checks.results | selectattr('status', 'equalto', 'fail') | list }}"
+"""
+
+RETURN = r"""
+results:
+  description: One entry per check.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - id: gpu_pcie_speed_width
+      status: fail
+      observed: "0000:5c:00.0 x8 8.0 GT/s (max x16 32.0 GT/s)"
+      expected: "x16 at 32.0 GT/s (Gen5)"
+      remediation: "a GPU link trained below spec: reseat the GPU/riser/cable ..."
+      source: "system-acceptance-docs health-checks.md (LnkSta Speed/Width)"
+      cvs: test_check_gpu_pcie_speed_width
+summary:
+  description: Counts per status, total and the worst status.
+  returned: always
+  type: dict
+  sample: {pass: 12, warn: 3, fail: 1, unknown: 6, total: 22, worst: fail}
+generation:
+  description: Name of the GPU generation the expectations came from, or null when none matched.
+  returned: always
+  type: str
+  sample: MI300X
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
+    detect_generation,
+    gather,
+    run_checks,
+    summarize,
+)
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+
+
+class PlatformChecks:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+
+    def run(self):
+        knowledge = self.params["knowledge"]
+        if not isinstance(knowledge.get("generations"), list):
+            self.module.fail_json(msg="knowledge has no 'generations' list: pass "
+                                  "lookup('topotune.instinct.knowledge', 'gpu_generations')")
+        options = {key: self.params[key] for key in
+                   ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage", "skip")}
+        facts = gather(self.params["sysroot"])
+        results = run_checks(facts, knowledge, options)
+        gen = detect_generation(facts["gpus"], knowledge["generations"], options["generation"])
+        return {
+            "changed": False,
+            "results": results,
+            "summary": summarize(results),
+            "generation": gen["name"] if gen else None,
+        }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sysroot": {"type": "path", "default": "/"},
+            "knowledge": {"type": "dict", "required": True},
+            "generation": {"type": "str"},
+            "gpu_count": {"type": "int", "default": 0},
+            "bios_version": {"type": "str", "default": ""},
+            "cpu_governor": {"type": "str", "default": ""},
+            "transparent_hugepage": {"type": "str", "default": ""},
+            "skip": {"type": "list", "elements": "str", "default": []},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**PlatformChecks(module).run())
+    except TopotuneError as err:
+        module.fail_json(msg=str(err))
+
+
+if __name__ == "__main__":
+    main()
