@@ -325,7 +325,7 @@ def _check_gpu_numa(facts):
                    "numa_node >= 0 for every GPU", source="Linux PCI sysfs ABI (numa_node)")
 
 
-def _check_cmdline(facts, gen):
+def _check_cmdline(facts, gen, pending=()):
     params = list(((gen or {}).get("kernel_params") or {}).get("required") or ["iommu=pt", "pci=realloc=off"])
     if facts.get("cpu_vendor") == "GenuineIntel" and "intel_iommu=on" not in params:
         params.append("intel_iommu=on")
@@ -340,6 +340,11 @@ def _check_cmdline(facts, gen):
                                    "run on the node itself", source, cvs))
         elif _has_param(tokens, param):
             results.append(_result(check_id, "pass", param, param, source=source, cvs=cvs))
+        elif param in pending:
+            # configured (kernel_tuning's boot loader drop-in) but the running kernel predates it
+            results.append(_result(check_id, "warn", "configured, pending reboot", param,
+                                   "reboot the node to apply %s (kernel_tuning_reboot_ok: true lets the "
+                                   "role do it)" % param, source, cvs))
         else:
             results.append(_result(check_id, "fail", "missing from /proc/cmdline", param,
                                    "add %s to the kernel command line (role topotune.instinct.kernel_tuning, "
@@ -520,7 +525,7 @@ def run_checks(facts, knowledge, options=None):
         _check_pcie(facts, gen),
         _check_gpu_numa(facts),
     ]
-    results.extend(_check_cmdline(facts, gen))
+    results.extend(_check_cmdline(facts, gen, options.get("pending_cmdline") or ()))
     results.extend([
         _check_iommu(facts, gen, host),
         _check_nps(facts, gen),

@@ -51,6 +51,14 @@ options:
     description: Expected transparent hugepage mode; empty uses the knowledge file's value.
     type: str
     default: ""
+  pending_cmdline:
+    description:
+      - Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
+        C(kernel_tuning_cmdline_pending). A required parameter listed here is reported C(warn) (pending
+        reboot) instead of C(fail).
+    type: list
+    elements: str
+    default: []
   skip:
     description: Check ids to leave out of the results.
     type: list
@@ -126,7 +134,8 @@ class PlatformChecks:
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
         options = {key: self.params[key] for key in
-                   ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage", "skip")}
+                   ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage",
+                    "pending_cmdline", "skip")}
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         gen = detect_generation(facts["gpus"], knowledge["generations"], options["generation"])
@@ -148,6 +157,7 @@ def main():
             "bios_version": {"type": "str", "default": ""},
             "cpu_governor": {"type": "str", "default": ""},
             "transparent_hugepage": {"type": "str", "default": ""},
+            "pending_cmdline": {"type": "list", "elements": "str", "default": []},
             "skip": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,

@@ -5,8 +5,11 @@
 set -euo pipefail
 image=${TOPOTUNE_NODE_IMAGE:-local/topotune-node:bookworm}
 mirror=${TOPOTUNE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-if [ "${1:-}" != "--force" ] && docker image inspect "$image" >/dev/null 2>&1; then
-  echo "node image $image present"
+# Bump when the image content changes: an image with another version is rebuilt.
+version=2
+have=$(docker image inspect -f '{{ index .Config.Labels "topotune.image.version" }}' "$image" 2>/dev/null || true)
+if [ "${1:-}" != "--force" ] && [ "$have" = "$version" ]; then
+  echo "node image $image (version $version) present"
   exit 0
 fi
 command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; }
@@ -26,6 +29,24 @@ for unit in systemd-udevd.service systemd-udev-trigger.service systemd-modules-l
 done
 # The render group owns /dev/dri/renderD* and /dev/kfd on ROCm hosts (udev rules of amdgpu/ROCm).
 chroot "$root" sh -c 'getent group render >/dev/null || groupadd -r render'
+# What the amdgpu udev rules do on a real node (KERNEL=="kfd"/"renderD*", GROUP="render", MODE="0660"),
+# applied to the profile's simulated device files (regular files under /sim/dev). Re-run it after
+# rebuilding /sim in place: systemctl restart topotune-sim-udev.
+cat > "$root/etc/systemd/system/topotune-sim-udev.service" <<'UNIT'
+[Unit]
+Description=Simulated udev rules: GPU device files of the hardware profile belong to render, mode 0660
+ConditionPathExists=/sim/dev/kfd
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'chgrp render /sim/dev/kfd /sim/dev/dri/renderD* && chmod 0660 /sim/dev/kfd /sim/dev/dri/renderD*'
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+ln -sf /etc/systemd/system/topotune-sim-udev.service "$root/etc/systemd/system/multi-user.target.wants/topotune-sim-udev.service"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
-tar -C "$root" -c . | docker import --change 'CMD ["/lib/systemd/systemd"]' - "$image" >/dev/null
+tar -C "$root" -c . | docker import --change 'CMD ["/lib/systemd/systemd"]' \
+  --change "LABEL topotune.image.version=$version" - "$image" >/dev/null
 echo "built $image"

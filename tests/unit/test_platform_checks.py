@@ -121,6 +121,16 @@ def test_missing_kernel_parameter_fails_with_cvs_name(name, param, check_id, cvs
     assert res["status"] == "fail" and res["cvs"] == cvs and param in res["remediation"]
 
 
+@pytest.mark.parametrize("name", GEN_NAMES)
+def test_configured_parameter_awaiting_reboot_warns(name):
+    facts = tuned_facts(GENERATIONS[name])
+    facts["cmdline"] = facts["cmdline"].replace("iommu=pt", "")
+    results = _by_id(pc.run_checks(facts, KNOWLEDGE, {"pending_cmdline": ["iommu=pt"]}))
+    assert results["iommu_pt"]["status"] == "warn"
+    assert results["iommu_pt"]["observed"] == "configured, pending reboot" and "reboot" in results["iommu_pt"]["remediation"]
+    assert results["pci_realloc"]["status"] == "pass"
+
+
 @pytest.mark.parametrize("cmdline,ok", [
     ("ro iommu=pt pci=realloc=off", True),
     ("ro iommu=pt pci=bfsort,realloc=off", True),
@@ -272,7 +282,7 @@ def test_knowledge_roundtrip_is_not_mutated():
 class _FakeModule:
     def __init__(self, **params):
         self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "bios_version": "", "cpu_governor": "",
-                       "transparent_hugepage": "", "skip": [], **params}
+                       "transparent_hugepage": "", "pending_cmdline": [], "skip": [], **params}
         self.check_mode = True
 
     def fail_json(self, **kwargs):

@@ -21,7 +21,7 @@ def profile(host):
 
 @pytest.fixture(scope="module")
 def report(name):
-    path = os.path.join(EPHEMERAL, "platform-checks", "%s-platform-checks.json" % name)
+    path = os.path.join(EPHEMERAL, "platform-checks", "%s.json" % name)
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
     data["by_id"] = {r["id"]: r for r in data["results"]}
