@@ -177,7 +177,8 @@ def plan(topology, options):
     bindings = {g["index"]: gpu_binding(g, opts) for g in gpus}
     warnings = [b["warning"] for b in bindings.values() if b["warning"]]
     sizes = []
-    for size in opts["sizes"]:
+    wanted = opts["sizes"]
+    for size in wanted:
         try:
             result = group_gpus(topology, size)
         except GroupingError as exc:
@@ -188,9 +189,15 @@ def plan(topology, options):
         result["order"] = [g for group in result["groups"] for g in group]
         sizes.append(result)
     if not sizes:
-        raise LaunchRenderError(
-            "none of launch_templates_sizes %s divides the %d GPUs of this node; add a divisor of %d "
-            "(1 always works)" % (opts["sizes"], len(gpus), len(gpus)))
+        # Degraded, not failed: per-GPU bindings still place every rank right (e.g. a CPX node missing a partition).
+        warnings.append(
+            "none of launch_templates_sizes %s divides the %d GPUs of this node: writing per-GPU groups (size 1) "
+            "only; a node short of GPUs or partitions needs attention (platform checks: gpu count)"
+            % (wanted, len(gpus)))
+        result = group_gpus(topology, 1)
+        result["recipes"] = [_group_recipe(group, bindings, opts) for group in result["groups"]]
+        result["order"] = [g for group in result["groups"] for g in group]
+        sizes.append(result)
     default = opts["default_size"]
     if default is None or default not in [s["size"] for s in sizes]:
         default = sizes[0]["size"]

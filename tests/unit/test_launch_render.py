@@ -135,9 +135,11 @@ def test_bad_options_name_the_option(options, match):
         validate_options(options)
 
 
-def test_no_fitting_size_is_an_error(topo):
-    with pytest.raises(LaunchRenderError, match="divides the 7 GPUs"):
-        plan(topo("fault-missing-gpu"), {"sizes": [2, 4]})
+def test_no_fitting_size_degrades_to_per_gpu_groups(topo):
+    result = plan(topo("fault-missing-gpu"), {"sizes": [2, 4]})
+    assert [s["size"] for s in result["sizes"]] == [1]
+    assert result["sizes"][0]["groups"] == [[i] for i in range(7)]
+    assert any("divides the 7 GPUs" in w and "size 1" in w for w in result["warnings"])
 
 
 def test_extra_env_reaches_env_files_and_wrapper(topo):
