@@ -49,11 +49,19 @@ def test_sysroot_layout(tmp_path):
     node = tmp_path / "sys/devices/system/node/node0"
     node.mkdir(parents=True)
     (node / "cpulist").write_text("0-31,64-95\n")
-    code, out, err = _cli("topology", "--sysroot", str(tmp_path))
+    code, out, err = _cli("topology", "--sysroot", str(tmp_path), "--format", "text")
     assert code == 0, err
     assert "NUMA 0: CPUs 0-31,64-95, GPUs 0,1,2,3" in out
     assert "xGMI clique: GPUs 4,5,6,7" in out
     assert "GPU0  -       xgmi/1  xgmi/1  xgmi/1  pcie/3" in out
+
+
+def test_json_is_the_default_format(tmp_path):
+    shutil.copytree(os.path.join(FIXTURES, "kfd", "mi210-8gpu-2hive", "nodes"),
+                    str(tmp_path / "sys/class/kfd/kfd/topology/nodes"))
+    code, out, err = _cli("topology", "--sysroot", str(tmp_path))
+    assert code == 0, err
+    assert len(json.loads(out)["gpus"]) == 8
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,167 @@
+"""A compact snapshot of the kernel state topotune reads, as a sysroot-shaped tar.gz.
+
+The archive holds exactly the sysfs/procfs files the topology reader and the platform checks read, laid
+out as a sysroot, so ``bin/topotune topology --sysroot <extracted dir>`` (or a simulated profile built from
+it) analyses the node anywhere. Device nodes become empty regular files; their owner, group and mode are
+kept in ``snapshot.json``. Output of ``amd-smi`` / ``rocm-smi``, where installed, goes under ``smi/``.
+
+Standard library only (runs on the managed node and in the offline CLI).
+"""
+
+import glob
+import io
+import json
+import os
+import stat
+import tarfile
+import time
+
+from .sysroot import TopotuneError
+
+# Relative to the sysroot. Directories are walked whole (the KFD tree), globs expanded.
+TREES = ("sys/class/kfd/kfd/topology",)
+FILES = (
+    "proc/cmdline",
+    "proc/sys/kernel/numa_balancing",
+    "sys/devices/system/cpu/online",
+    "sys/devices/system/cpu/possible",
+    "sys/devices/system/cpu/present",
+    "sys/devices/system/cpu/smt/active",
+    "sys/devices/system/cpu/smt/control",
+    "sys/devices/system/cpu/cpuidle/current_driver",
+    "sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
+    "sys/devices/system/cpu/cpu*/cpufreq/scaling_available_governors",
+    "sys/devices/system/cpu/cpu*/cpufreq/scaling_driver",
+    "sys/devices/system/cpu/cpu*/topology/thread_siblings_list",
+    "sys/devices/system/cpu/cpu*/topology/core_id",
+    "sys/devices/system/cpu/cpu*/topology/physical_package_id",
+    "sys/devices/system/cpu/cpu*/cpuidle/state*/name",
+    "sys/devices/system/cpu/cpu*/cpuidle/state*/disable",
+    "sys/devices/system/node/online",
+    "sys/devices/system/node/possible",
+    "sys/devices/system/node/node*/cpulist",
+    "sys/kernel/mm/transparent_hugepage/enabled",
+    "sys/kernel/mm/transparent_hugepage/defrag",
+    "sys/class/dmi/id/bios_version",
+    "sys/class/dmi/id/bios_vendor",
+    "sys/class/dmi/id/bios_date",
+    "sys/class/dmi/id/product_name",
+    "sys/class/dmi/id/sys_vendor",
+)
+PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
+                  "max_link_width", "current_link_speed", "max_link_speed")
+DEVICES = ("dev/kfd", "dev/dri/renderD*", "dev/dri/card*")
+AMD_VENDOR = "0x1002"
+# sysfs files report a 4 KiB size whatever they hold; nothing topotune reads is larger than this
+MAX_FILE = 1 << 20
+
+
+class SnapshotError(TopotuneError):
+    """The snapshot cannot be written."""
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_FILE)
+    except OSError:
+        return None
+
+
+def _rel(sysroot, path):
+    return os.path.relpath(path, sysroot)
+
+
+def collect(sysroot="/"):
+    """Return ``(files, meta)``: ``files`` maps sysroot-relative paths to bytes, ``meta`` describes the rest."""
+    sysroot = sysroot or "/"
+    files, unreadable, devices = {}, [], []
+    for tree in TREES:
+        top = os.path.join(sysroot, tree)
+        for dirpath, _dirs, names in os.walk(top):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                data = _read(path)
+                if data is None:
+                    unreadable.append(_rel(sysroot, path))
+                else:
+                    files[_rel(sysroot, path)] = data
+    for pattern in FILES:
+        for path in sorted(glob.glob(os.path.join(sysroot, pattern))):
+            data = _read(path)
+            if data is None:
+                unreadable.append(_rel(sysroot, path))
+            else:
+                files[_rel(sysroot, path)] = data
+    pci = os.path.join(sysroot, "sys/bus/pci/devices")
+    for bdf in sorted(os.listdir(pci)) if os.path.isdir(pci) else []:
+        vendor = _read(os.path.join(pci, bdf, "vendor"))
+        if vendor is None or vendor.strip().decode("ascii", "replace") != AMD_VENDOR:
+            continue
+        for attr in PCI_ATTRIBUTES:
+            data = _read(os.path.join(pci, bdf, attr))
+            if data is not None:
+                files["sys/bus/pci/devices/%s/%s" % (bdf, attr)] = data
+    iommu = os.path.join(sysroot, "sys/class/iommu")
+    # an empty sys/class/iommu means "IOMMU off", a missing one "unknown": keep the difference
+    iommu_present = os.path.isdir(iommu)
+    iommu_units = sorted(os.listdir(iommu)) if iommu_present else []
+    for pattern in DEVICES:
+        for path in sorted(glob.glob(os.path.join(sysroot, pattern))):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            devices.append({"path": _rel(sysroot, path), "uid": st.st_uid, "gid": st.st_gid,
+                            "mode": "%04o" % stat.S_IMODE(st.st_mode), "char_device": stat.S_ISCHR(st.st_mode)})
+    meta = {"sysroot": sysroot, "files": len(files), "unreadable": sorted(unreadable), "devices": devices,
+            "iommu_present": iommu_present, "iommu_units": iommu_units}
+    return files, meta
+
+
+def write_archive(dest, files, meta, smi=None):
+    """Write ``files`` (+ ``snapshot.json`` and ``smi/*``) as a gzip tar at ``dest`` atomically."""
+    smi = smi or {}
+    tmp = "%s.tmp.%d" % (dest, os.getpid())
+    now = int(time.time())
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            def add(name, data, mode=0o644):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = now
+                info.mode = mode
+                tar.addfile(info, io.BytesIO(data))
+
+            dirs = set()
+            for name in sorted(files):
+                parent = os.path.dirname(name)
+                while parent and parent not in dirs:
+                    dirs.add(parent)
+                    parent = os.path.dirname(parent)
+            if meta.get("iommu_present"):
+                dirs.update(("sys", "sys/class", "sys/class/iommu"))
+            for unit in meta.get("iommu_units", []):
+                dirs.add("sys/class/iommu/" + unit)
+            for name in sorted(dirs):
+                info = tarfile.TarInfo(name)
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                info.mtime = now
+                tar.addfile(info)
+            for name in sorted(files):
+                add(name, files[name])
+            for device in meta.get("devices", []):
+                add(device["path"], b"")
+            for name in sorted(smi):
+                add("smi/" + name, smi[name].encode("utf-8"))
+            add("snapshot.json", (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, dest)
+    except (OSError, tarfile.TarError) as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise SnapshotError("cannot write the snapshot %s: %s" % (dest, exc)) from exc
+    return dest

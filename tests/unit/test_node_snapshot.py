@@ -1,0 +1,93 @@
+"""node_snapshot: the archive holds what topotune reads, so an extracted snapshot analyses like the node."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import gather, run_checks
+from ansible_collections.topotune.instinct.plugins.module_utils.snapshot import collect, write_archive
+from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.topotune.instinct.plugins.modules import node_snapshot
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "sim"))
+import sysroot as sim_sysroot  # noqa: E402  (sim/ is not a package)
+
+PROFILES = ["mi250x-8gcd", "mi300x-8gpu-cpx", "fault-numa-minus1", "fault-x8-gen3"]
+
+
+def _gpu_view(model):
+    keep = ("index", "bdf", "gfx", "numa_node", "cpus", "pcie", "render_minor", "hive_id", "partition")
+    return [{k: g[k] for k in keep} for g in model["gpus"]], model["links"], model["numa_nodes"]
+
+
+def _snapshot(tmp_path, profile):
+    node = tmp_path / "node"
+    sim_sysroot.build(profile, str(node))
+    files, meta = collect(str(node))
+    archive = tmp_path / "snap.tar.gz"
+    write_archive(str(archive), files, meta, {"rocm-smi_showtopo.txt": "fake\n"})
+    extracted = tmp_path / "extracted"
+    with tarfile.open(str(archive)) as tar:
+        tar.extractall(str(extracted))
+    return node, extracted, archive
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_extracted_snapshot_gives_the_same_topology(tmp_path, profile):
+    node, extracted, _ = _snapshot(tmp_path, profile)
+    assert _gpu_view(discover(sysroot=str(extracted))) == _gpu_view(discover(sysroot=str(node)))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_extracted_snapshot_gives_the_same_platform_checks(tmp_path, profile):
+    from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+
+    node, extracted, _ = _snapshot(tmp_path, profile)
+    knowledge = load_knowledge("gpu_generations")
+    assert run_checks(gather(str(extracted)), knowledge) == run_checks(gather(str(node)), knowledge)
+
+
+def test_archive_records_devices_smi_and_stays_compact(tmp_path):
+    node, extracted, archive = _snapshot(tmp_path, "mi250x-8gcd")
+    meta = json.loads((extracted / "snapshot.json").read_text())
+    devices = {d["path"] for d in meta["devices"]}
+    assert "dev/kfd" in devices and "dev/dri/renderD128" in devices
+    assert (extracted / "smi" / "rocm-smi_showtopo.txt").read_text() == "fake\n"
+    assert (extracted / "dev" / "kfd").is_file()
+    assert oct(os.stat(archive).st_mode & 0o777) == "0o600"
+    # only AMD GPU PCI attributes, not every file of the node's tree
+    assert all(p.startswith(("sys/", "proc/")) for p in meta["unreadable"])
+    assert os.path.getsize(archive) < 200 * 1024
+
+
+def test_module_writes_archive_in_check_mode(tmp_path, capsys):
+    node = tmp_path / "node"
+    sim_sysroot.build("mi210-8gpu-2hive", str(node))
+    dest = tmp_path / "out.tar.gz"
+    args = {"sysroot": str(node), "dest": str(dest), "smi": False, "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        node_snapshot.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["changed"] is False and result["files"] > 100 and dest.is_file()
+
+
+def test_module_refuses_an_empty_sysroot(tmp_path, capsys):
+    args = {"sysroot": str(tmp_path), "dest": str(tmp_path / "x.tar.gz"), "smi": False}
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        node_snapshot.main()
+    result = json.loads(capsys.readouterr().out)
+    assert exit_info.value.code == 1 and "nothing to archive" in result["msg"]
+
+
+def test_cli_reads_the_extracted_snapshot(tmp_path):
+    _, extracted, _ = _snapshot(tmp_path, "mi210-8gpu-2hive")
+    out = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "topology", "--sysroot", str(extracted)],
+                         check=True, capture_output=True, text=True).stdout
+    model = json.loads(out)
+    assert len(model["gpus"]) == 8 and [g["numa_node"] for g in model["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
