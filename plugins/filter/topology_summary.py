@@ -9,8 +9,8 @@ name: topology_summary
 author: topotune contributors
 short_description: Summarize a topotune topology model in one line
 description:
-  - Takes the model returned by M(topotune.instinct.gpu_topology) and returns a short human-readable line:
-    GPU count and architecture, xGMI hives, GPUs per NUMA node and the number of warnings.
+  - Takes the model returned by M(topotune.instinct.gpu_topology) and returns a short human-readable line with
+    the GPU count and architecture, the xGMI hives, the GPUs per NUMA node and the number of warnings.
 options:
   _input:
     description: The topology model (fact C(topotune_topology)).

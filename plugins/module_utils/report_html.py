@@ -542,7 +542,7 @@ def _render_groups(topology):
             out.append(_maybe_fold("Groups of %d" % size["size"],
                                    _table(("group", "GPUs", "NUMA", "why", "recipe"), rows, numeric=(0,), raw_cols=(4,)),
                                    len(rows)))
-        skipped = [w for w in result["warnings"] if w.startswith("group size")]
+        skipped = [w for w in result["warnings"] if w.startswith(("group size", "none of launch_templates_sizes"))]
         for warning in skipped:
             out.append('<p class="note">%s</p>' % esc(warning))
         default = [s for s in result["sizes"] if s["size"] == result["default_size"]]

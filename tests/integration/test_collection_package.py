@@ -11,6 +11,12 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 MODULES = sorted(f[:-3] for f in os.listdir(os.path.join(REPO, "plugins", "modules")) if f.endswith(".py"))
+OTHER_PLUGINS = sorted(
+    (kind, f[:-3])
+    for kind in ("filter", "lookup", "callback")
+    for f in os.listdir(os.path.join(REPO, "plugins", kind))
+    if f.endswith(".py")
+)
 ROLES = sorted(d for d in os.listdir(os.path.join(REPO, "roles")) if not d.startswith("_"))
 
 
@@ -51,6 +57,14 @@ def test_module_documentation_renders(installed, module):
     assert doc["doc"]["short_description"]
     assert doc["examples"].strip()
     assert doc["return"]
+
+
+@pytest.mark.parametrize("kind,name", OTHER_PLUGINS)
+def test_plugin_documentation_renders(installed, kind, name):
+    work, env = installed
+    out = _run([os.path.join(BIN, "ansible-doc"), "-t", kind, "--json", "topotune.instinct." + name], work, env)
+    doc = json.loads(out)["topotune.instinct." + name]
+    assert doc["doc"]["short_description"]
 
 
 def test_roles_resolve_by_fqcn(installed):
