@@ -8,6 +8,7 @@ bind-mounted at /sim. `up` writes the Ansible inventory inventory/sim/hosts.yml 
     sim/cluster.py up --profiles mi250x-8gcd,mi300x-8gpu-spx,mi210-8gpu-2hive
     sim/cluster.py up --count 32                 # profiles cycled from the default mix
     sim/cluster.py status
+    sim/cluster.py drift NODE                   # what a careless admin or a reboot does to a tuned node
     sim/cluster.py down
 """
 
@@ -113,6 +114,25 @@ def cmd_down(args, quiet=False):
         print("removed %d node(s)" % len(names))
 
 
+# Each entry: what drifts, and the shell that does it inside the node (sysfs/procfs live under /sim).
+DRIFTS = (
+    ("CPU governor of CPUs 0-3 set back to powersave",
+     "for c in 0 1 2 3; do f=/sim/sys/devices/system/cpu/cpu$c/cpufreq/scaling_governor; "
+     "[ -f $f ] && echo powersave > $f; done; true"),
+    ("NUMA balancing re-enabled", "echo 1 > /sim/proc/sys/kernel/numa_balancing"),
+    ("a line appended to the ROCm env file",
+     "for f in /etc/topotune/env/*.env; do echo HSA_ENABLE_SDMA=0 >> $f; done"),
+    ("launch wrapper made world-writable", "chmod 0666 /usr/local/bin/topotune-bind"),
+)
+
+
+def cmd_drift(args):
+    for what, script in DRIFTS:
+        proc = subprocess.run(["docker", "exec", args.node, "sh", "-c", script], capture_output=True, text=True)
+        state = "done" if proc.returncode == 0 else "failed: " + (proc.stderr.strip() or "rc=%d" % proc.returncode)
+        print("  %s: %s (%s)" % (args.node, what, state))
+
+
 def cmd_status(args):
     rows = running_nodes(args.prefix)
     if not rows:
@@ -133,6 +153,9 @@ def main(argv=None):
     down = sub.add_parser("down", help="remove the simulated nodes")
     down.add_argument("--prefix", default="tt-sim", help="only nodes named <prefix>-*")
     down.set_defaults(func=cmd_down)
+    drift = sub.add_parser("drift", help="change settings topotune manages on one node (for the demo)")
+    drift.add_argument("node", help="container name of the node")
+    drift.set_defaults(func=cmd_drift)
     status = sub.add_parser("status", help="list simulated nodes")
     status.add_argument("--prefix", default=None, help="only nodes named <prefix>-*")
     status.set_defaults(func=cmd_status)
