@@ -33,7 +33,7 @@ DEFAULT_MIX = ["mi250x-8gcd", "mi300x-8gpu-spx", "mi210-8gpu-2hive", "mi308x-cpx
 
 
 def docker(*args, check=True):
-    proc = subprocess.run(["docker", *args], capture_output=True, text=True)
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         raise SystemExit("docker %s failed: %s" % (args[0], proc.stderr.strip() or proc.stdout.strip()))
     return proc.stdout
@@ -128,7 +128,7 @@ DRIFTS = (
 
 def cmd_drift(args):
     for what, script in DRIFTS:
-        proc = subprocess.run(["docker", "exec", args.node, "sh", "-c", script], capture_output=True, text=True)
+        proc = subprocess.run(["docker", "exec", args.node, "sh", "-c", script], capture_output=True, text=True, check=False)
         state = "done" if proc.returncode == 0 else "failed: " + (proc.stderr.strip() or "rc=%d" % proc.returncode)
         print("  %s: %s (%s)" % (args.node, what, state))
 

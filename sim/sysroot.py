@@ -165,7 +165,7 @@ def bdf_of(domain, location_id):
 
 def _model_from_capture(profile):
     """CPU nodes (logical CPU counts) and GPUs (BDF, KFD CPU node, render minor) read off the capture."""
-    _, nodes_dir = _capture_root(profile["kfd"]["capture"])
+    _unused, nodes_dir = _capture_root(profile["kfd"]["capture"])
     node_ids = sorted((int(n) for n in os.listdir(nodes_dir)), key=int)
     props = {n: _read_props(os.path.join(nodes_dir, str(n), "properties")) for n in node_ids}
     cpu_nodes = [n for n in node_ids if int(props[n].get("cpu_cores_count", 0)) > 0]
@@ -402,7 +402,7 @@ def build(profile_name, dest, force=False):
     if "capture" in kfd:
         numa_cpus, gpus = _model_from_capture(profile)
         numa_lists, cpu_info, first = _cpu_layout(profile, numa_cpus)
-        src, _ = _capture_root(kfd["capture"])
+        src, _unused = _capture_root(kfd["capture"])
         if src.endswith("topology"):
             shutil.copytree(src, topo)
         else:  # capture holds nodes/ only
@@ -428,7 +428,7 @@ def build(profile_name, dest, force=False):
     _write_nodes(dest, profile, numa_lists)
     _write_misc(dest, profile, nr_cpus)
     _write(os.path.join(dest, MARKER), profile_name + "\n")
-    files = sum(len(f) for _, _, f in os.walk(dest))
+    files = sum(len(f) for _unused, _unused, f in os.walk(dest))
     return {"profile": profile_name, "dest": dest, "files": files,
             "seconds": round(time.monotonic() - start, 3)}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: checks_report
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Format platform check results as aligned terminal lines
 description:
   - Turns the C(results) of M(topotune.instinct.platform_checks) into one line per check

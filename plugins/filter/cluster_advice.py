@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: cluster_advice
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Scale-out advice from measured bus bandwidth, model size, step time and topology
 description:
   - Walks the source article's decision flow kept as data in C(knowledge/advice.yml) - communication share

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: cmdline_pending
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Kernel parameters that differ between /proc/cmdline and the wanted state
 description:
   - Compares the running kernel's command line with the C(present)/C(absent) result of
@@ -44,7 +44,7 @@ def _has(tokens, token):
     if not sep:
         return any(t == name or t.startswith(name + "=") for t in tokens)
     for tok in tokens:
-        tname, _, tvalue = tok.partition("=")
+        tname, _unused, tvalue = tok.partition("=")
         if tok == token or (tname == name == "pci" and value in tvalue.split(",")):
             return True
     return False

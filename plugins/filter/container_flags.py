@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: container_flags
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Docker flags for ROCm containers from the topology, launch groups and device facts
 description:
   - Per launch group, the C(--device) flags for C(/dev/kfd) and the group's render nodes (or CDI

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: gpu_groups
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Group a node's GPUs so collectives stay on the fastest xGMI links
 description:
   - Partitions the GPUs of a topotune topology model into groups of O(size) maximizing intra-group link

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: rocm_env_resolve
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Resolve and validate a ROCm environment profile for one node
 description:
   - Merges the named profile of C(knowledge/env_profiles.yml) with O(overrides), validates every variable

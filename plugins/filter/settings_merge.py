@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: settings_merge
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Merge additive lists of {name, value, state} settings
 description:
   - Applies the entries of the input list in order, the way C(linux-system-roles/kernel_settings) treats its

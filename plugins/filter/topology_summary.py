@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: topology_summary
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Summarize a topotune topology model in one line
 description:
   - Takes the model returned by M(topotune.instinct.gpu_topology) and returns a short human-readable line with

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: knowledge
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Read a topotune knowledge file (AMD facts kept as data, each with its source)
 description:
   - Returns the parsed content of C(knowledge/<name>.yml) shipped inside the topotune.instinct collection.

@@ -244,9 +244,9 @@ def _result(config, name, outcome, path, inputs, notes, warnings, candidates, ou
                     ids.append(option)
         branches = "; ".join("%s -> %s" % (label, (outcomes.get(c) or {}).get("recommendation") or c)
                              for label, c in zip(("above", "otherwise"), candidates))
-        outcome = {"recommendation": "Undetermined: %s (threshold %.0f%%); give it to decide. %s" % (
-                       path[-1]["reason"], path[-1]["threshold"] * 100, branches),
-                   "options": ids, "rank_by": "cost_usd"}
+        recommendation = "Undetermined: %s (threshold %.0f%%); give it to decide. %s" % (
+            path[-1]["reason"], path[-1]["threshold"] * 100, branches)
+        outcome = {"recommendation": recommendation, "options": ids, "rank_by": "cost_usd"}
     options, rank_by = _rank_options(config, outcome)
     return {"outcome": name, "recommendation": outcome.get("recommendation"), "path": path, "inputs": inputs,
             "options": options, "rank_by": rank_by, "notes": notes, "warnings": warnings,

@@ -41,14 +41,14 @@ def parse(text):
             raise CpulistError("invalid cpulist %r: empty element" % text)
         stride, group = 1, None
         if ":" in part:
-            part, _, spec = part.partition(":")
-            used, _, grp = spec.partition("/")
+            part, _unused, spec = part.partition(":")
+            used, _unused, grp = spec.partition("/")
             stride = _int(used, text)
             group = _int(grp, text) if grp else None
             if stride == 0 or group == 0:
                 raise CpulistError("invalid cpulist %r: zero stride or group" % text)
         if "-" in part:
-            low_s, _, high_s = part.partition("-")
+            low_s, _unused, high_s = part.partition("-")
             low, high = _int(low_s, text), _int(high_s, text)
             if high < low:
                 raise CpulistError("invalid cpulist %r: range %s is reversed" % (text, part))
@@ -74,10 +74,10 @@ def format_cpulist(cpus):
         elif cpu == prev + 1:
             prev = cpu
         else:
-            parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            parts.append(str(start) if start == prev else "%s-%s" % (start, prev))
             start = prev = cpu
     if start is not None:
-        parts.append(str(start) if start == prev else "%d-%d" % (start, prev))
+        parts.append(str(start) if start == prev else "%s-%s" % (start, prev))
     return ",".join(parts)
 
 

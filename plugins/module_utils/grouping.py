@@ -88,7 +88,7 @@ class _Model:
             by_pair[(min(a, b), max(a, b))] = link
         self.links = by_pair
         # components per pair: strength, xgmi, hops, weight
-        self.pair = [[None] * n for _ in range(n)]
+        self.pair = [[None] * n for _unused in range(n)]
         totals = [0, 0, 0, 0]
         for a in range(n):
             for b in range(a + 1, n):
@@ -113,7 +113,7 @@ class _Model:
         r_xgmi = r_hops * (totals[2] + 1)
         r_strength = r_xgmi * (totals[1] + 1)
         self.radix = (r_strength, r_xgmi, r_hops, r_weight)
-        self.pair_value = [[0] * n for _ in range(n)]
+        self.pair_value = [[0] * n for _unused in range(n)]
         for a in range(n):
             for b in range(n):
                 if a != b:

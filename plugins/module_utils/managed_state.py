@@ -233,7 +233,7 @@ def parse_systemctl_show(text, names):
 
     Blocks come in argument order, separated by blank lines; a unit systemd does not know has LoadState=not-found.
     """
-    blocks = [b for b in text.strip().split("\n\n")] if text.strip() else []
+    blocks = text.strip().split("\n\n") if text.strip() else []
     states = {}
     for name, block in zip(names, blocks):
         props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)

@@ -188,7 +188,7 @@ def _has_param(tokens, param):
     for tok in tokens:
         if tok == param:
             return True
-        tname, _, tvalue = tok.partition("=")
+        tname, _unused, tvalue = tok.partition("=")
         if tname == name and name == "pci" and value in tvalue.split(","):
             return True
     return False
@@ -294,8 +294,8 @@ def _check_pcie(facts, gen):
         low_w = width is not None and (g["current_width"] or 0) < width
         low_s = speed is not None and g["current_speed_gts"] is not None and g["current_speed_gts"] < speed
         if low_w or low_s:
-            bad.append("%s x%s %s GT/s (max x%s %s GT/s)" % (g["bdf"], g["current_width"], g["current_speed_gts"],
-                                                              g["max_width"], g["max_speed_gts"]))
+            bad.append("%s x%s %s GT/s (max x%s %s GT/s)"
+                       % (g["bdf"], g["current_width"], g["current_speed_gts"], g["max_width"], g["max_speed_gts"]))
     expected = "x%s at %s GT/s (Gen%s)" % (want.get("width", "max"), want.get("speed_gts", "max"), want.get("gen", "?"))
     if bad:
         return _result("gpu_pcie_speed_width", "fail", "; ".join(bad), expected,

@@ -215,9 +215,9 @@ def _units(topology):
             unit_of[gpu["index"]] = len(units)
             units.append({"key": "gpu%d" % gpu["index"], "label": "GPU %d" % gpu["index"],
                           "sub": _short_bdf(gpu.get("bdf")), "numa": _int(gpu.get("numa_node")), "gpus": [gpu["index"]],
-                          "title": "GPU %d %s NUMA %s hive %s" % (gpu["index"], gpu.get("bdf") or "",
-                                                                 _numa_text(gpu.get("numa_node")),
-                                                                 gpu.get("hive_id") or "none")})
+                          "title": "GPU %d %s NUMA %s hive %s" % (
+                              gpu["index"], gpu.get("bdf") or "", _numa_text(gpu.get("numa_node")),
+                              gpu.get("hive_id") or "none")})
         return units, unit_of, False
     by_physical = {}
     for gpu in gpus:
@@ -269,7 +269,7 @@ def _link_title(link, names):
 def link_summary(topology):
     """``[(label, pairs, diagram)]`` per (type, hops, weight) class of GPU pairs; ``diagram`` says whether
     the class is drawn. On partitioned nodes pairs inside one physical device are their own class."""
-    _, unit_of, partitioned = _units(topology)
+    _unused, unit_of, partitioned = _units(topology)
     classes = {}
     for link in topology.get("links") or []:
         if not isinstance(link, dict):
@@ -609,24 +609,24 @@ def _pct(value):
 
 def _busbw_chart(rows, reference):
     """Bars of out-of-place busbw per message size, with the reference as a dashed line (inline SVG)."""
-    values = [(size, busbw) for size, busbw, _, _, _ in rows if isinstance(busbw, (int, float)) and busbw >= 0]
+    values = [(size, busbw) for size, busbw, _unused, _unused, _unused in rows if isinstance(busbw, (int, float)) and busbw >= 0]
     if not values:
         return ""
     ref = reference if isinstance(reference, (int, float)) and reference > 0 else None
-    top = max([v for _, v in values] + ([ref] if ref else [])) or 1.0
-    bar, gap, left, plot_h, base = 18, 4, 44, 150, 174
-    width = left + len(values) * (bar + gap) + 10
+    top = max([v for _unused, v in values] + ([ref] if ref else [])) or 1.0
+    bar_w, gap, left, plot_h, base = 18, 4, 44, 150, 174
+    width = left + len(values) * (bar_w + gap) + 10
     parts = ['<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#868e96"/>' % (left, base, width, base),
              '<text x="%d" y="%d" class="axis" text-anchor="end">%s</text>' % (left - 4, base - plot_h + 4, esc("%.0f" % top)),
              '<text x="%d" y="%d" class="axis" text-anchor="end">0</text>' % (left - 4, base + 2)]
     for i, (size, value) in enumerate(values):
         h = plot_h * value / top
-        x = left + i * (bar + gap)
+        x = left + i * (bar_w + gap)
         parts.append('<rect class="busbw" x="%d" y="%.1f" width="%d" height="%.1f" fill="#4a78a8"><title>%s: %s GB/s'
-                     '</title></rect>' % (x, base - h, bar, h, esc(size), esc(value)))
+                     '</title></rect>' % (x, base - h, bar_w, h, esc(size), esc(value)))
         if i % 4 == 0 or i == len(values) - 1:
             parts.append('<text x="%.1f" y="%d" class="axis" text-anchor="middle">%s</text>'
-                         % (x + bar / 2.0, base + 16, esc(size)))
+                         % (x + bar_w / 2.0, base + 16, esc(size)))
     if ref:
         y = base - plot_h * ref / top
         parts.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#c92a2a" stroke-dasharray="5 4"/>'

@@ -178,8 +178,8 @@ def cross_check_models(primary, others):
             pg = primary.gpus[index]
             for key in ("numa_node", "bdf"):
                 if og[key] is not None and pg[key] is not None and og[key] != pg[key]:
-                    found.append({"what": key, "gpu": index, "values": {primary.source: pg[key],
-                                                                          other.source: og[key]}})
+                    found.append({"what": key, "gpu": index,
+                                  "values": {primary.source: pg[key], other.source: og[key]}})
         for (a, b), olink in sorted(other.links.items()):
             pa, pb = mapping.get(a), mapping.get(b)
             if pa is None or pb is None:

@@ -258,7 +258,7 @@ def parse_rocmsmi(text, name="rocm-smi output"):
             for key, values in _tables(part, part_name).items():
                 for k, v in values.items():
                     tables[key].setdefault(k, v)
-        name = " + ".join(part_name for part_name, _ in text)
+        name = " + ".join(part_name for part_name, _unused in text)
     else:
         tables = _tables(text, name)
     return build_topology(tables, name)

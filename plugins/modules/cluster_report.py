@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cluster_report
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Write one self-contained HTML report of a GPU cluster from topotune's per-node JSON
 description:
   - Reads the report directory the playbooks fill on the controller, C(topology/<host>.json)
@@ -39,6 +39,9 @@ options:
     description: File mode of O(dest).
     type: raw
     default: "0644"
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full

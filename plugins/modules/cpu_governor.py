@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cpu_governor
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Set the CPU frequency governor on many CPUs in one call
 description:
   - Reads C(cpu<N>/cpufreq/scaling_governor) of the selected CPUs under O(sysroot) and writes O(governor)
@@ -30,6 +30,9 @@ options:
     description: Directory under which sysfs is read and written (C(/) on a real node).
     type: path
     default: /
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full

@@ -17,7 +17,7 @@ description:
     C(dockerd --validate --config-file %s)).
   - With O(backup), the previous file is kept as a timestamped copy next to it.
 author:
-  - topotune contributors
+  - topotune contributors (@topotune)
 options:
   path:
     description: The daemon configuration file.
@@ -43,6 +43,8 @@ options:
   validate:
     description: Command run on the candidate file before it replaces O(path); must contain C(%s).
     type: str
+extends_documentation_fragment:
+  - topotune.instinct.attributes
 attributes:
   check_mode:
     support: full

@@ -14,7 +14,7 @@ description:
   - Read-only; check mode returns the same result. The role C(topotune.instinct.container_runtime) turns
     the result into C(--group-add) flags and checks.
 author:
-  - topotune contributors
+  - topotune contributors (@topotune)
 options:
   sysroot:
     description:
@@ -27,6 +27,8 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - topotune.instinct.attributes
 attributes:
   check_mode:
     support: full
@@ -49,7 +51,7 @@ kfd:
   type: dict
   sample: {path: /dev/kfd, exists: true, char_device: true, owner: root, group: render, gid: 110, mode: "0660"}
 render_nodes:
-  description: One entry per C(renderD<minor>), sorted by minor, same keys as O(kfd) plus C(minor).
+  description: One entry per C(renderD<minor>), sorted by minor, same keys as RV(kfd) plus C(minor).
   returned: always
   type: list
   elements: dict

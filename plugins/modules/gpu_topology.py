@@ -21,7 +21,7 @@ description:
     gives a partial model and one C(warnings) entry per problem; input that cannot give a model fails
     with a one-line message naming the file or section.
 author:
-  - topotune contributors
+  - topotune contributors (@topotune)
 options:
   source:
     description:
@@ -56,6 +56,8 @@ options:
         driver is wedged).
     type: int
     default: 30
+extends_documentation_fragment:
+  - topotune.instinct.attributes
 attributes:
   check_mode:
     support: full

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: kernel_runtime
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Set runtime kernel values (sysctl, cpuidle states) idempotently under a sysroot
 description:
   - Writes sysctl values to C(proc/sys/<name with dots as slashes>) and enables or disables cpuidle states
@@ -28,6 +28,9 @@ options:
     description: Directory under which procfs and sysfs are read and written (C(/) on a real node).
     type: path
     default: /
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: launch_templates
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Write xGMI/NUMA-aware launch files for a GPU node in one call
 description:
   - Groups the node's GPUs for every size in O(sizes) so collectives stay on the fastest xGMI links
@@ -88,6 +88,9 @@ options:
     description: First comment line of every file (the role passes C(ansible_managed)).
     type: str
     default: "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full

@@ -19,7 +19,7 @@ description:
     a user added to a shared file never count as drift.
   - A missing manifest fails with a message saying to run C(playbooks/site.yml) first.
 author:
-  - topotune contributors
+  - topotune contributors (@topotune)
 options:
   state:
     description: Record the manifest, or verify the node against it.
@@ -49,6 +49,8 @@ options:
         with C(corrected=true) when they no longer drift (C(false) when they still do), followed by any new drift.
     type: list
     elements: dict
+extends_documentation_fragment:
+  - topotune.instinct.attributes
 attributes:
   check_mode:
     support: full
@@ -189,7 +191,7 @@ class ManagedState:
         return result
 
     def verify(self):
-        _, manifest = self.read_manifest(required=True)
+        _unused, manifest = self.read_manifest(required=True)
         result = verify_manifest(manifest, unit_states=self.unit_states)
         result["changed"] = False
         result["remaining"] = len(result["drifted"])

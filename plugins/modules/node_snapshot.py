@@ -5,7 +5,7 @@
 DOCUMENTATION = r"""
 module: node_snapshot
 short_description: Archive the kernel state topotune reads, for offline analysis
-author: topotune contributors
+author: topotune contributors (@topotune)
 description:
   - Writes a gzip tar laid out as a sysroot with exactly the sysfs/procfs files topotune's topology reader and
     platform checks read (the KFD topology tree, AMD GPU PCI attributes, CPU, NUMA, C-state, THP, DMI,
@@ -32,6 +32,8 @@ options:
     description: Seconds each C(amd-smi)/C(rocm-smi) call may take (amd-smi is known to hang on a wedged driver).
     type: int
     default: 30
+extends_documentation_fragment:
+  - topotune.instinct.attributes
 attributes:
   check_mode:
     support: full

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: platform_checks
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Check an AMD Instinct node's platform settings against its GPU generation (read-only)
 description:
   - Reads PCI GPU links, the kernel command line, IOMMU units, NUMA nodes per socket, SMT, NUMA balancing,
@@ -64,6 +64,9 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full

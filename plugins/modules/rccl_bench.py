@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rccl_bench
-author: topotune contributors
+author: topotune contributors (@topotune)
 short_description: Run rccl-tests all_reduce_perf and compare bus bandwidth with the GPU generation's reference
 description:
   - Runs the rccl-tests C(all_reduce_perf) binary at O(rccl_tests_path) with O(arguments) (no shell, with
@@ -23,7 +23,7 @@ description:
     figure compare as V(unknown).
   - Check mode does not run the benchmark (it returns RV(skipped) with the reason) unless
     O(run_in_check_mode=true); a saved O(output_file) is parsed in check mode too.
-  - Read-only on the host; RV(changed) is always V(false).
+  - Read-only on the host; C(changed) is always V(false).
 options:
   rccl_tests_path:
     description:
@@ -68,6 +68,9 @@ options:
       - The knowledge file C(rccl_expectations) (C(lookup('topotune.instinct.knowledge', 'rccl_expectations'))).
         Without it the comparison is V(unknown).
     type: dict
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.idempotent
 attributes:
   check_mode:
     support: full
@@ -229,10 +232,8 @@ class RcclBench:
                           "reason": "no expectations passed (lookup('topotune.instinct.knowledge', 'rccl_expectations'))"}
         comparison["generation_from"] = how
         avg = "n/a" if result["avg_busbw"] is None else "%s GB/s" % result["avg_busbw"]
-        out = {"changed": False, "skipped": False, "cmd": argv, "result": result,
-                "comparison": comparison,
-                "msg": "parsed %d rows of %s; avg busbw %s; comparison: %s" % (
-                    len(result["rows"]), source, avg, comparison["status"])}
+        msg = "parsed %d rows of %s; avg busbw %s; comparison: %s" % (len(result["rows"]), source, avg, comparison["status"])
+        out = {"changed": False, "skipped": False, "cmd": argv, "result": result, "comparison": comparison, "msg": msg}
         if rc is not None:
             out["rc"] = rc
         return out

@@ -76,7 +76,8 @@ def test_lost_node_is_named_and_the_others_finish(cluster):
 def test_rerun_after_the_node_returns_converges(cluster):
     work, inventory = cluster
     subprocess.run(["docker", "start", VICTIM], check=True, capture_output=True)
-    subprocess.run(["docker", "exec", VICTIM, "systemctl", "is-system-running", "--wait"], capture_output=True)
+    # "degraded" exits non-zero yet the node is usable; the site run below is the real check
+    subprocess.run(["docker", "exec", VICTIM, "systemctl", "is-system-running", "--wait"], capture_output=True, check=False)
     proc = _site(inventory)
     text = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, text[-3000:]

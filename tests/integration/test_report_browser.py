@@ -96,7 +96,7 @@ def _png_rows(path):
         elif kind == b"IDAT":
             idat.append(chunk)
         pos += 12 + length
-    width, height, depth, colour, _, _, interlace = header
+    width, height, depth, colour, _unused, _unused, interlace = header
     assert depth == 8 and colour in (2, 6) and interlace == 0, "unexpected PNG format %r" % (header,)
     bpp = 3 if colour == 2 else 4
     raw, stride = zlib.decompress(b"".join(idat)), width * bpp

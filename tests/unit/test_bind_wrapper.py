@@ -51,7 +51,7 @@ def _run(tmp_path, wrapper, args, env=None, expect_rc=0):
     base = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     base.update({"PATH": "%s:%s" % (tmp_path / "fakebin", os.environ["PATH"]), "RECORD": str(record)})
     base.update(env or {})
-    proc = subprocess.run(["bash", wrapper] + args, env=base, capture_output=True, text=True)
+    proc = subprocess.run(["bash", wrapper] + args, env=base, capture_output=True, text=True, check=False)
     assert proc.returncode == expect_rc, proc.stderr
     return (json.loads(record.read_text()) if record.exists() else None), proc
 
@@ -67,7 +67,7 @@ def mi250x(tmp_path):
 @pytest.mark.parametrize("rank_var", ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"])
 def test_every_rank_execs_numactl_on_its_gcds_numa_node(tmp_path, mi250x, rank_var):
     for rank in range(8):
-        rec, _ = _run(tmp_path, mi250x, ["python", "train.py", "--lr", "1e-4"], {rank_var: str(rank)})
+        rec, _unused = _run(tmp_path, mi250x, ["python", "train.py", "--lr", "1e-4"], {rank_var: str(rank)})
         node = MI250X_NUMA[rank]
         assert rec["argv"] == ["--cpunodebind=%d" % node, "--membind=%d" % node, "--", "python", "train.py",
                                "--lr", "1e-4"]
@@ -77,22 +77,22 @@ def test_every_rank_execs_numactl_on_its_gcds_numa_node(tmp_path, mi250x, rank_v
 
 
 def test_group_selection_and_rank_argument(tmp_path, mi250x):
-    rec, _ = _run(tmp_path, mi250x, ["--size", "2", "--group", "2", "--rank", "1", "--", "app"])
+    rec, _unused = _run(tmp_path, mi250x, ["--size", "2", "--group", "2", "--rank", "1", "--", "app"])
     assert rec["argv"] == ["--cpunodebind=0", "--membind=0", "--", "app"]
     assert rec["env"]["ROCR_VISIBLE_DEVICES"] == "4,5" and rec["env"]["TOPOTUNE_GPU"] == "5"
-    rec, _ = _run(tmp_path, mi250x, ["app"], {"TOPOTUNE_GROUP_SIZE": "4", "TOPOTUNE_GROUP": "1", "LOCAL_RANK": "2"})
+    rec, _unused = _run(tmp_path, mi250x, ["app"], {"TOPOTUNE_GROUP_SIZE": "4", "TOPOTUNE_GROUP": "1", "LOCAL_RANK": "2"})
     assert rec["env"]["TOPOTUNE_GPU"] == "6" and rec["argv"][:2] == ["--cpunodebind=2", "--membind=2"]
 
 
 def test_explicit_rank_beats_environment(tmp_path, mi250x):
-    rec, _ = _run(tmp_path, mi250x, ["--rank", "4", "app"], {"LOCAL_RANK": "0"})
+    rec, _unused = _run(tmp_path, mi250x, ["--rank", "4", "app"], {"LOCAL_RANK": "0"})
     assert rec["argv"][0] == "--cpunodebind=0"
 
 
 def test_rank_scope_and_hip_variable(tmp_path):
     wrapper = _install(tmp_path, "mi210-8gpu-2hive", {"visible_devices_env": "HIP_VISIBLE_DEVICES",
                                                       "visible_devices_scope": "rank", "sizes": [4]})
-    rec, _ = _run(tmp_path, wrapper, ["--group", "1", "app"], {"SLURM_LOCALID": "3"})
+    rec, _unused = _run(tmp_path, wrapper, ["--group", "1", "app"], {"SLURM_LOCALID": "3"})
     assert rec["env"]["HIP_VISIBLE_DEVICES"] == "7" and "ROCR_VISIBLE_DEVICES" not in rec["env"]
     assert rec["argv"] == ["--cpunodebind=1", "--membind=1", "--", "app"]
 
@@ -105,8 +105,8 @@ def test_print_mode_shows_the_command(tmp_path, mi250x):
 
 
 def test_numactl_override_variable(tmp_path, mi250x):
-    rec, _ = _run(tmp_path, mi250x, ["app"], {"LOCAL_RANK": "1",
-                                              "TOPOTUNE_BIND_NUMACTL": str(tmp_path / "fakebin" / "numactl")})
+    rec, _unused = _run(tmp_path, mi250x, ["app"], {"LOCAL_RANK": "1",
+                                                    "TOPOTUNE_BIND_NUMACTL": str(tmp_path / "fakebin" / "numactl")})
     assert rec["argv"][:2] == ["--cpunodebind=3", "--membind=3"]
 
 
@@ -131,12 +131,12 @@ def test_unknown_numa_runs_unbound_with_a_warning(tmp_path):
     (["--bogus", "app"], {"LOCAL_RANK": "0"}, "unknown option"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path, mi250x, args, env, message):
-    _, proc = _run(tmp_path, mi250x, args, env, expect_rc=2)
+    _unused, proc = _run(tmp_path, mi250x, args, env, expect_rc=2)
     assert message in proc.stderr
 
 
 def test_list_and_help(tmp_path, mi250x):
-    _, proc = _run(tmp_path, mi250x, ["--list"])
+    _unused, proc = _run(tmp_path, mi250x, ["--list"])
     assert "size 2 group 0: GPUs 0 1" in proc.stdout
-    _, proc = _run(tmp_path, mi250x, ["--help"])
+    _unused, proc = _run(tmp_path, mi250x, ["--help"])
     assert "LOCAL_RANK" in proc.stdout

@@ -22,7 +22,7 @@ KFD = os.path.join(REPO, "tests", "fixtures", "kfd")
 sys.path.insert(0, os.path.join(REPO, "sim"))
 import sysroot as simsys  # noqa: E402 - sim/ is not a package
 
-PROFILES = [name for name, _ in simsys.list_profiles()]
+PROFILES = [name for name, _unused in simsys.list_profiles()]
 CAPTURES = ["mi210-8gpu-2hive", "mi300x-8gpu-cpx", "mi308x-cpx"]
 
 # MI250X xgmi_num_links per GCD pair and GCD -> NUMA (tests/fixtures/mi250-topology-facts.md)

@@ -149,8 +149,9 @@ def test_units_parse_and_drift():
            "Id=b.service\nLoadState=not-found\nUnitFileState=\nActiveState=inactive\n"
     states = ms.parse_systemctl_show(text, ["a.service", "b.service"])
     assert states["a.service"]["enabled"] == "enabled" and states["b.service"]["load"] == "not-found"
-    manifest = {"owners": {"x": {"units": [{"name": "a.service", "enabled": True, "active": True},
-                                            {"name": "b.service", "enabled": True, "active": None}]}}}
+    units = [{"name": "a.service", "enabled": True, "active": True},
+             {"name": "b.service", "enabled": True, "active": None}]
+    manifest = {"owners": {"x": {"units": units}}}
     result = ms.verify_manifest(manifest, unit_states=lambda names: states)
     assert {(d["item"], d["observed"]) for d in result["drifted"]} == {("a.service active", "inactive"), ("b.service enabled", "not-found")}
     assert result["checked"] == 3

@@ -40,7 +40,7 @@ def _snapshot(tmp_path, profile):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_extracted_snapshot_gives_the_same_topology(tmp_path, profile):
-    node, extracted, _ = _snapshot(tmp_path, profile)
+    node, extracted, _unused = _snapshot(tmp_path, profile)
     assert _gpu_view(discover(sysroot=str(extracted))) == _gpu_view(discover(sysroot=str(node)))
 
 
@@ -48,7 +48,7 @@ def test_extracted_snapshot_gives_the_same_topology(tmp_path, profile):
 def test_extracted_snapshot_gives_the_same_platform_checks(tmp_path, profile):
     from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 
-    node, extracted, _ = _snapshot(tmp_path, profile)
+    node, extracted, _unused = _snapshot(tmp_path, profile)
     knowledge = load_knowledge("gpu_generations")
     assert run_checks(gather(str(extracted)), knowledge) == run_checks(gather(str(node)), knowledge)
 
@@ -86,7 +86,7 @@ def test_module_refuses_an_empty_sysroot(tmp_path, capsys):
 
 
 def test_cli_reads_the_extracted_snapshot(tmp_path):
-    _, extracted, _ = _snapshot(tmp_path, "mi210-8gpu-2hive")
+    _unused, extracted, _unused = _snapshot(tmp_path, "mi210-8gpu-2hive")
     out = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "topology", "--sysroot", str(extracted)],
                          check=True, capture_output=True, text=True).stdout
     model = json.loads(out)

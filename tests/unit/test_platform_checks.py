@@ -293,11 +293,11 @@ def test_module_class_on_a_profile_is_read_only(profile_root):
     from ansible_collections.topotune.instinct.plugins.modules.platform_checks import PlatformChecks
 
     root = profile_root("mi250x-8gcd")
-    before = {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns for d, _, fs in os.walk(root) for f in fs}
+    before = {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns for d, _unused, fs in os.walk(root) for f in fs}
     out = PlatformChecks(_FakeModule(sysroot=root, knowledge=KNOWLEDGE, skip=["smt"])).run()
     assert out["changed"] is False and out["generation"] == "MI250X"
     assert out["summary"]["total"] == len(out["results"]) and "smt" not in {r["id"] for r in out["results"]}
-    after = {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns for d, _, fs in os.walk(root) for f in fs}
+    after = {os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns for d, _unused, fs in os.walk(root) for f in fs}
     assert before == after
 
 

@@ -148,8 +148,9 @@ MALFORMED = [
     ("truncated mid-row", _variant_truncated_mid_row(), 10,
      ["truncated run: line 32 is not a complete row", "no '# Avg bus bandwidth' footer"]),
     ("truncated at a row boundary", "\n".join(_mi300x_upto(4096)), 10, ["no '# Avg bus bandwidth' footer"]),
-    ("failed mid-run", "\n".join(_mi300x_upto(512) + ["host: Test HIP failure common.cu:1037 'out of memory'",
-                                                       " .. host pid 1: Test failure common.cu:892"]), 7,
+    ("failed mid-run", "\n".join(_mi300x_upto(512) + [
+        "host: Test HIP failure common.cu:1037 'out of memory'",
+        " .. host pid 1: Test failure common.cu:892"]), 7,
      ["truncated run: line 29 is not a complete row", "host: Test HIP failure common.cu:1037"]),
     ("out of bounds", _read(MI300X).replace("# Out of bounds values : 0 OK", "# Out of bounds values : 3 FAILED"), 32,
      ["3 out-of-bounds (wrong) values reported"]),
@@ -186,8 +187,8 @@ ERRORS = [
         "        1024           256     float     sum      -1    13.11",
         "        1024           256     float     sum      -1    oops!"),
      "run.txt line 29: not a result row", "rows follow it"),
-    ("short row inside the table", "\n".join(_lines(DGX_SLURM)[:7] + ["     8388608       2097152"]
-                                              + _lines(DGX_SLURM)[8:]),
+    ("short row inside the table",
+     "\n".join(_lines(DGX_SLURM)[:7] + ["     8388608       2097152"] + _lines(DGX_SLURM)[8:]),
      "run.txt line 8: not a result row (2 fields, the column header has 12)", ""),
     ("bad average", _read(MI300X).replace("116.669", "n/a"), "average bus bandwidth 'n/a' is not a number",
      "line 56"),
@@ -257,8 +258,8 @@ def test_compare(name, given, generation, status, ratio):
 
 def test_compare_below_and_rank_mismatch_and_device_id():
     expectations = _knowledge("rccl_expectations")
-    slow = parse_perf(_read(MI300X).replace("182.27  318.98", "150.00  262.50").replace("182.13  318.73",
-                                                                                            "150.00  262.40"))
+    slow = parse_perf(_read(MI300X).replace("182.27  318.98", "150.00  262.50")
+                      .replace("182.13  318.73", "150.00  262.40"))
     comparison = compare_busbw(slow, expectations, "MI300X")
     assert comparison["status"] == "below" and comparison["measured_busbw"] == 262.5
     assert "more than 10% below" in comparison["reason"]

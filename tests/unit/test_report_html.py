@@ -163,7 +163,7 @@ def test_drawn_xgmi_links_are_the_models_direct_xgmi_links(models, profile):
     assert svg.count('class="link xgmi"') == len(direct)
     # what is not drawn is summarised with its count
     summary = {label: (count, note) for label, count, note in link_summary(model)}
-    assert sum(count for count, _ in summary.values()) == len(model["links"])
+    assert sum(count for count, _unused in summary.values()) == len(model["links"])
     assert sum(count for count, note in summary.values() if note == "drawn") == len(direct)
 
 
@@ -179,7 +179,7 @@ def test_mi250x_link_widths_follow_bandwidth(models):
         if bandwidth[pair] > bandwidth[other]:
             assert width[pair] > width[other]
     assert max(width.values()) > min(width.values())
-    summary = dict((label, count) for label, count, _ in link_summary(model))
+    summary = dict((label, count) for label, count, _unused in link_summary(model))
     assert summary == {"xGMI, 1 hop(s), weight 15": 12, "xGMI, 2 hop(s), weight 30": 16}
 
 
@@ -203,7 +203,7 @@ def test_partitioned_node_is_drawn_as_physical_devices(models):
     notes = {label: (count, note) for label, count, note in link_summary(model)}
     inside = [v for k, v in notes.items() if k.endswith("inside one device")]
     assert inside and inside[0][1] == "not drawn: inside one device"
-    assert sum(count for count, _ in notes.values()) == len(model["links"])
+    assert sum(count for count, _unused in notes.values()) == len(model["links"])
 
 
 def test_unknown_numa_gpus_get_their_own_box_and_run_unbound(models, tmp_path):

@@ -16,7 +16,7 @@ _SPEC = importlib.util.spec_from_file_location("sim_sysroot", os.path.join(REPO,
 sysroot = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(sysroot)
 
-PROFILES = [name for name, _ in sysroot.list_profiles()]
+PROFILES = [name for name, _unused in sysroot.list_profiles()]
 KFD = "sys/class/kfd/kfd/topology"
 PCI = "sys/bus/pci/devices"
 SPEED_RE = re.compile(r"^\d+\.\d GT/s PCIe$")
@@ -36,7 +36,7 @@ def _props(path):
 def _parse_list(text):
     out = []
     for part in text.split(","):
-        lo, _, hi = part.partition("-")
+        lo, _unused, hi = part.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1))
     return out
 
@@ -84,7 +84,7 @@ class Tree:
     def xgmi_matrix(self, field="max_bandwidth"):
         """GPU index x GPU index matrix of an io_link field for type-11 links (0 = no direct link)."""
         idx = {n: i for i, n in enumerate(self.gpu_nodes)}
-        m = [[0] * len(idx) for _ in idx]
+        m = [[0] * len(idx) for _unused in idx]
         for n in self.gpu_nodes:
             for link in self.links[n] or []:
                 if link["type"] == "11" and int(link["node_to"]) in idx:
@@ -166,7 +166,7 @@ def _same_tree(a, b):
         c = stack.pop()
         if c.left_only or c.right_only or c.funny_files:
             return False
-        _, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)
+        _unused, mismatch, errors = filecmp.cmpfiles(c.left, c.right, c.common_files, shallow=False)
         if mismatch or errors:
             return False
         stack.extend(c.subdirs.values())
@@ -345,5 +345,5 @@ def test_cli(args):
 
 def test_cli_error_is_a_message_not_a_traceback(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(REPO, "sim", "sysroot.py"), "build", "nope", str(tmp_path)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "not found" in proc.stderr

@@ -73,8 +73,8 @@ LISTING = [{"gpu": 0, "bdf": "0000:08:00.0", "uuid": "u0", "kfd_id": 1234, "node
 def test_numa_and_list_json_fill_gpus():
     model = parse_amdsmi(_read(OLD_JSON), json.dumps(NUMA), json.dumps(LISTING), name=OLD_JSON).to_dict()
     g0, g1 = model["gpus"]
-    assert (g0["numa_node"], g0["numa_source"], g0["kfd_node"], g0["gpu_id"], g0["bdf"]) == (0, "smi", 2, 1234,
-                                                                                           "0000:08:00.0")
+    assert (g0["numa_node"], g0["numa_source"], g0["kfd_node"], g0["gpu_id"], g0["bdf"]) == (
+        0, "smi", 2, 1234, "0000:08:00.0")
     assert g1["numa_node"] is None
     assert any("GPU 1: amd-smi NUMA affinity is -1" in w for w in model["warnings"])
 

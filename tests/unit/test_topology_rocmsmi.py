@@ -61,8 +61,9 @@ def test_shownodesbw_mi250_infers_links():
 
 
 def test_merge_showtoponuma_and_shownodesbw():
-    parts = [(n, _read(n)) for n in ("rocm-smi_showtoponuma__mi250-4oam-8gcd-2numa__optimum-amd-docs.txt",
-                                      "rocm-smi_shownodesbw__mi250-4oam-8gcd-2numa__optimum-amd-docs.txt")]
+    names = ("rocm-smi_showtoponuma__mi250-4oam-8gcd-2numa__optimum-amd-docs.txt",
+             "rocm-smi_shownodesbw__mi250-4oam-8gcd-2numa__optimum-amd-docs.txt")
+    parts = [(n, _read(n)) for n in names]
     model = parse_rocmsmi(parts).to_dict()
     assert [n["gpus"] for n in model["numa_nodes"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert len(model["links"]) == 28

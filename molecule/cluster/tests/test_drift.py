@@ -120,7 +120,7 @@ def test_full_detects_every_drill_in_its_owner_role(runs):
     for host, expected in EXPECTED.items():
         report = runs["full"]["reports"][host]
         assert {d["kind"] for d in report["drifted"]} == {"task"}
-        assert {d["owner"] for d in report["drifted"]} == {owner for owner, _, _ in expected}, (host, report["drifted"])
+        assert {d["owner"] for d in report["drifted"]} == {owner for owner, _unused, _unused in expected}, (host, report["drifted"])
     items = {(h, d["item"]) for h, r in runs["full"]["reports"].items() for d in r["drifted"]}
     assert ("tt-cluster-mi300x-spx", "cpu_governor : Enable the boot-time governor unit") in items
     assert ("tt-cluster-mi300x-spx", "container_runtime : Merge the owned settings into daemon.json") in items
