@@ -141,20 +141,12 @@ plan:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.files import diff_entry, differs, read_text, write_atomic
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import ENV_FILE, render
 from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 class LaunchTemplates:
@@ -162,34 +154,6 @@ class LaunchTemplates:
         self.module = module
         self.params = module.params
         self.as_root = os.geteuid() == 0
-
-    def _needs_write(self, path, content, mode):
-        if _read(path) != content:
-            return True
-        info = os.stat(path)
-        if info.st_mode & 0o7777 != mode:
-            return True
-        return self.as_root and (info.st_uid, info.st_gid) != (0, 0)
-
-    def _write(self, path, content, mode):
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".topotune-")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(content)
-            os.chmod(tmp, mode)
-            if self.as_root:
-                os.chown(tmp, 0, 0)
-            self.module.atomic_move(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        # atomic_move keeps the old file's mode; enforce ours
-        os.chmod(path, mode)
-        if self.as_root:
-            os.chown(path, 0, 0)
 
     def run(self):
         options = {k: self.params[k] for k in (
@@ -203,20 +167,18 @@ class LaunchTemplates:
         todo, diffs = [], []
         for f in result["files"]:
             mode = int(f["mode"], 8)
-            if self._needs_write(f["path"], f["content"], mode) if os.path.exists(f["path"]) else True:
+            if differs(f["path"], f["content"], mode, self.as_root):
                 todo.append((f["path"], f["content"], mode))
-                diffs.append({"before_header": f["path"], "after_header": f["path"],
-                              "before": _read(f["path"]) or "", "after": f["content"]})
+                diffs.append(diff_entry(f["path"], read_text(f["path"]), f["content"]))
         stale = []
         if os.path.isdir(dest):
             stale = sorted(os.path.join(dest, name) for name in os.listdir(dest)
                            if ENV_FILE.match(name) and os.path.join(dest, name) not in wanted)
         for path in stale:
-            diffs.append({"before_header": path, "after_header": path + " (removed)",
-                          "before": _read(path) or "", "after": ""})
+            diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
         if not self.module.check_mode:
             for path, content, mode in todo:
-                self._write(path, content, mode)
+                write_atomic(self.module, path, content, mode, self.as_root)
             for path in stale:
                 os.unlink(path)
         return {

@@ -1,0 +1,297 @@
+#!/usr/bin/python
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Converge a set of root-owned files, symlinks and stale-file removals in one module call."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: managed_files
+author: topotune contributors (@topotune)
+short_description: Write a role's configuration files, links and removals in one call, all or nothing
+description:
+  - Converges every file a role owns on a node in one round trip, where one M(ansible.builtin.template) or
+    M(ansible.builtin.file) task per file costs a worker fork and a module transfer each (docs/performance.md).
+    The role renders the contents on the controller (for example with C(lookup('ansible.builtin.template', ...)))
+    and passes them here.
+  - A file is rewritten only when its content, permission bits or (when run as root) C(root:root) ownership
+    differ. Every new file is first staged beside its destination and checked with its O(files[].validate)
+    command; only when all of them pass are they renamed into place, so a rejected file leaves every file of the
+    call untouched.
+  - O(prune) removes files in a directory matching a pattern that O(files) no longer lists (for example the flag
+    file of a launch group that no longer exists).
+  - Returns a diff per changed file and per removal; in check mode reports what would change.
+version_added: "0.2.0"
+options:
+  files:
+    description: The files to converge.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute destination path.
+        type: path
+        required: true
+      content:
+        description: The whole content of the file. Required unless O(files[].state=absent).
+        type: str
+      mode:
+        description: Octal permission bits; world-writable modes are refused.
+        type: str
+        default: "0644"
+      state:
+        description: C(absent) removes the file when it exists.
+        type: str
+        choices: [present, absent]
+        default: present
+      validate:
+        description: Command checking the staged file before it is moved into place; C(%s) is its path.
+        type: str
+  links:
+    description:
+      - Symbolic links to converge, for example the C(multi-user.target.wants) link that
+        C(systemctl enable) would create for a unit whose C([Install]) section says C(WantedBy=multi-user.target).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the link.
+        type: path
+        required: true
+      src:
+        description: What the link points to. Required unless O(links[].state=absent).
+        type: str
+      state:
+        description: C(absent) removes the link.
+        type: str
+        choices: [present, absent]
+        default: present
+  prune:
+    description: Directories in which files matching a pattern but not listed in O(files) are removed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory (missing is fine).
+        type: path
+        required: true
+      pattern:
+        description: Shell pattern matched against file names in O(prune[].path), for example C(*.flags).
+        type: str
+        required: true
+notes:
+  - Files are created C(root:root) when the module runs as root; parent directories are created with mode 0755.
+extends_documentation_fragment:
+  - topotune.instinct.attributes
+  - topotune.instinct.attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Write the env file and the login-shell profile
+  topotune.instinct.managed_files:
+    files:
+      - path: /etc/topotune/env/xgmi-training.env
+        content: "{{ lookup('ansible.builtin.template', 'profile.env.j2') }}"
+      - path: /etc/profile.d/topotune-rocm.sh
+        content: "{{ lookup('ansible.builtin.template', 'topotune-rocm.sh.j2') }}"
+        validate: /bin/sh -n %s
+
+- name: Install and enable a boot-time unit without a systemctl call
+  topotune.instinct.managed_files:
+    files:
+      - path: /etc/systemd/system/topotune-cpu-governor.service
+        content: "{{ lookup('ansible.builtin.template', 'topotune-cpu-governor.service.j2') }}"
+    links:
+      - path: /etc/systemd/system/multi-user.target.wants/topotune-cpu-governor.service
+        src: /etc/systemd/system/topotune-cpu-governor.service
+
+- name: One flag file per launch group, stale ones removed
+  topotune.instinct.managed_files:
+    files: "{{ groups_plan | map(attribute='flag_file') | list }}"
+    prune:
+      - path: /etc/topotune/containers
+        pattern: "*.flags"
+"""
+
+RETURN = r"""
+files:
+  description: The paths of the files present after the call (O(files) with C(state=present)).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/topotune/env/xgmi-training.env]
+changed_files:
+  description: Files written (or, in check mode, that would be).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/profile.d/topotune-rocm.sh]
+changed_links:
+  description: Links created, replaced or removed.
+  returned: success
+  type: list
+  elements: str
+  sample: []
+removed_files:
+  description: Files removed, by O(files[].state=absent) or O(prune).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/topotune/containers/size8-group1.flags]
+"""
+
+import fnmatch
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.topotune.instinct.plugins.module_utils.files import (
+    ValidationError, commit, diff_entry, differs, discard, read_text, stage)
+
+
+class ManagedFiles:
+    def __init__(self, module):
+        self.module = module
+        self.root_owned = os.geteuid() == 0
+
+    def fail(self, msg):
+        self.module.fail_json(msg="managed_files: " + msg)
+
+    def _check_input(self):
+        seen = set()
+        for kind in ("files", "links"):
+            for entry in self.module.params[kind]:
+                path = entry["path"]
+                if not os.path.isabs(path):
+                    self.fail("%s: path %r must be absolute" % (kind, path))
+                if path in seen:
+                    self.fail("%s is listed twice; each path has one writer" % path)
+                seen.add(path)
+                present = entry["state"] == "present"
+                if kind == "files" and present and entry["content"] is None:
+                    self.fail("%s: content is required unless state=absent" % path)
+                if kind == "links" and present and not entry["src"]:
+                    self.fail("%s: src is required unless state=absent" % path)
+                if kind == "files" and present:
+                    mode = entry["mode"]
+                    if not mode.isdigit() or set(mode) - set("01234567") or int(mode, 8) > 0o7777 or int(mode, 8) & 0o002:
+                        self.fail("%s: mode %r must be octal without the world-writable bit, e.g. '0644'" % (path, mode))
+                    if entry["validate"] and "%s" not in entry["validate"]:
+                        self.fail("%s: validate must contain %%s (the staged file), got %r" % (path, entry["validate"]))
+
+    def run(self):
+        self._check_input()
+        params = self.module.params
+        writes, removals, link_changes, diffs = [], [], [], []
+        wanted = set()
+        for entry in params["files"]:
+            path = entry["path"]
+            if entry["state"] == "absent":
+                if os.path.lexists(path):
+                    removals.append(path)
+                continue
+            wanted.add(path)
+            mode = int(entry["mode"], 8)
+            if differs(path, entry["content"], mode, self.root_owned):
+                writes.append((path, entry["content"], mode, entry["validate"]))
+                diffs.append(diff_entry(path, read_text(path), entry["content"]))
+        for rule in params["prune"]:
+            directory = rule["path"]
+            if not os.path.isdir(directory):
+                continue
+            for name in sorted(os.listdir(directory)):
+                path = os.path.join(directory, name)
+                if fnmatch.fnmatch(name, rule["pattern"]) and path not in wanted and os.path.isfile(path) and path not in removals:
+                    removals.append(path)
+        for path in removals:
+            diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
+        for link in params["links"]:
+            current = os.readlink(link["path"]) if os.path.islink(link["path"]) else None
+            if link["state"] == "absent":
+                if current is not None:
+                    link_changes.append((link["path"], None))
+                    diffs.append(diff_entry(link["path"], "-> %s\n" % current, "", " (removed)"))
+            elif current != link["src"]:
+                if os.path.lexists(link["path"]) and current is None:
+                    self.fail("%s exists and is not a symlink; move it away, topotune does not replace it" % link["path"])
+                link_changes.append((link["path"], link["src"]))
+                diffs.append(diff_entry(link["path"], "-> %s\n" % current if current else "", "-> %s\n" % link["src"]))
+
+        if not self.module.check_mode:
+            self._apply(writes, removals, link_changes)
+        return {
+            "changed": bool(writes or removals or link_changes),
+            "files": sorted(wanted),
+            "changed_files": [w[0] for w in writes],
+            "changed_links": [c[0] for c in link_changes],
+            "removed_files": removals,
+            "diff": diffs,
+        }
+
+    def _apply(self, writes, removals, link_changes):
+        # stage and validate everything first: a rejected file leaves every file of the call as it was
+        staged = []
+        try:
+            for path, content, mode, validate in writes:
+                staged.append((stage(self.module, path, content, mode, self.root_owned, validate), path, mode))
+        except ValidationError as err:
+            for tmp, _path, _mode in staged:
+                discard(tmp)
+            self.fail("%s; no file was changed" % err)
+        except BaseException:
+            for tmp, _path, _mode in staged:
+                discard(tmp)
+            raise
+        for tmp, path, mode in staged:
+            commit(self.module, tmp, path, mode, self.root_owned)
+        for path in removals:
+            os.unlink(path)
+        for path, src in link_changes:
+            if os.path.islink(path):
+                os.unlink(path)
+            if src is not None:
+                if not os.path.isdir(os.path.dirname(path)):
+                    os.makedirs(os.path.dirname(path), 0o755)
+                os.symlink(src, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "files": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "content": {"type": "str"},
+                "mode": {"type": "str", "default": "0644"},
+                "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+                "validate": {"type": "str"},
+            }},
+            "links": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "src": {"type": "str"},
+                "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            }},
+            "prune": {"type": "list", "elements": "dict", "default": [], "options": {
+                "path": {"type": "path", "required": True},
+                "pattern": {"type": "str", "required": True},
+            }},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        module.exit_json(**ManagedFiles(module).run())
+    except OSError as err:
+        module.fail_json(msg="managed_files: %s" % err)
+
+
+if __name__ == "__main__":
+    main()
