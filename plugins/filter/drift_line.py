@@ -1,0 +1,51 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter: one line naming a drifted node and what drifted on it."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: drift_line
+author: topotune contributors (@topotune)
+short_description: One line naming a drifted node and its drifted items
+description:
+  - C(<host>: <n> drifted of <m> checked[, <k> corrected] (<item>, <item>, ...)) from a report of
+    P(topotune.instinct.drift_reports#filter).
+options:
+  _input:
+    description: One report C({host, checked, drifted}).
+    type: dict
+    required: true
+  corrected:
+    description: Also count the items a correction fixed.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Name each drifted node and its items
+  ansible.builtin.debug:
+    msg: "{{ reports.values() | selectattr('drifted') | map('topotune.instinct.drift_line') | list }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The line.
+  type: str
+  sample: "node-07: 2 drifted of 41 checked (kernel.numa_balancing, /etc/topotune/container/all.flags)"
+"""
+
+
+def drift_line(report, corrected=False):
+    """One line naming a drifted node and what drifted on it."""
+    drifted = report.get("drifted") or []
+    line = "%s: %d drifted of %d checked" % (report.get("host"), len(drifted), report.get("checked") or 0)
+    if corrected:
+        line += ", %d corrected" % sum(1 for item in drifted if item.get("corrected"))
+    return line + " (%s)" % ", ".join(str(item.get("item")) for item in drifted)
+
+
+
+class FilterModule:
+    def filters(self):
+        return {"drift_line": drift_line}
