@@ -16,7 +16,8 @@ description:
     exported to the play as the environment variable C(TOPOTUNE_DRIFT_CAPTURE), where C(playbooks/drift.yml)
     reads it and writes C(drift/<host>.json). The file is removed when the run ends.
   - >-
-    Enable it for the run only, e.g.
+    Inert outside check mode and outside the five tuning roles, so it can stay enabled in C(callbacks_enabled) (the
+    topotune repository's ansible.cfg does); or enable it for one run, e.g.
     C(ANSIBLE_CALLBACKS_ENABLED=topotune.instinct.drift_capture ansible-playbook playbooks/drift.yml -e topotune_drift_mode=full).
 requirements:
   - enabled through C(ANSIBLE_CALLBACKS_ENABLED) (or C(callbacks_enabled) in ansible.cfg)
