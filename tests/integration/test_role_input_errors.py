@@ -1,0 +1,57 @@
+"""A wrong role variable stops the role before it touches the node, with a message naming the variable and the fix."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: topotune.instinct.{role}
+"""
+
+# role, wrong variables, what the message must name (the variable) and say (the fix or the rule)
+CASES = [
+    ("cpu_governor", {"cpu_governor_governor": "perf ormance"}, "cpu_governor_governor", "performance"),
+    ("cpu_governor", {"cpu_governor_cpus": "0-3,x"}, "cpu_governor_cpus", "cpulist"),
+    ("kernel_tuning", {"kernel_tuning_sysroot": "relative/path"}, "kernel_tuning_sysroot", "absolute"),
+    ("kernel_tuning", {"kernel_tuning_bootloader": "lilo"}, "kernel_tuning_bootloader", "grub_dropin"),
+    ("rocm_env", {"rocm_env_allow": {"HSA_OVERRIDE_GFX_VERSION": " "}}, "rocm_env_allow", "why"),
+    ("rocm_env", {"rocm_env_env_dir": "/etc/topo tune"}, "rocm_env_env_dir", "absolute path"),
+    ("container_runtime", {"container_runtime_privileged": True}, "container_runtime_privileged", "--privileged"),
+    ("container_runtime", {"container_runtime_extra_caps": ["CAP_SYS_RAWIO"]}, "container_runtime_extra_caps", "SYS_RAWIO"),
+    ("container_runtime", {"container_runtime_output_dir": "out/flags"}, "container_runtime_output_dir", "absolute path"),
+    ("launch_templates", {"launch_templates_sizes": [2, 0]}, "launch_templates_sizes", "positive integers"),
+    ("launch_templates", {"launch_templates_wrapper_path": "/usr/local/bin/topotune bind"}, "launch_templates_wrapper_path",
+     "absolute path"),
+]
+
+
+@pytest.mark.parametrize("role,extra_vars,variable,fix", CASES, ids=["%s-%s" % (c[0], c[2]) for c in CASES])
+def test_wrong_variable_is_named_before_any_change(tmp_path, role, extra_vars, variable, fix):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY.format(role=role))
+    extra = dict(extra_vars, topotune_sysroot=str(tmp_path / "sysroot"))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CALLBACKS_ENABLED="topotune.instinct.drift_capture")
+    run = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
+                          "-e", json.dumps(extra), str(playbook)], cwd=REPO, env=env, capture_output=True, text=True)
+    assert run.returncode != 0, run.stdout[-2000:]
+    results = [(task["task"]["name"], task["hosts"]["localhost"]) for play in json.loads(run.stdout)["plays"]
+               for task in play["tasks"] if "localhost" in task["hosts"]]
+    failed = [(name, res) for name, res in results if res.get("failed")]
+    assert len(failed) == 1, results
+    name, res = failed[0]
+    # it is the argument spec or the preflight assert that stopped the role, and no task before it changed anything
+    assert res.get("action") in ("ansible.builtin.validate_argument_spec", "ansible.builtin.assert", "validate_argument_spec", "assert") \
+        or "Validating arguments" in name, name
+    assert not any(r.get("changed") for _n, r in results)
+    assert variable in res["msg"] and fix in res["msg"], res["msg"]
+    assert "Traceback" not in run.stdout + run.stderr
