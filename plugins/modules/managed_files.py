@@ -231,6 +231,8 @@ class ManagedFiles:
             self._apply(writes, removals, link_changes)
         return {
             "changed": bool(writes or removals or link_changes),
+            # contents are not echoed back (the diff shows what changed): results are post-processed on the controller
+            "invocation": {"module_args": dict(params, files=[{k: v for k, v in f.items() if k != "content"} for f in params["files"]])},
             "files": sorted(wanted),
             "changed_files": [w[0] for w in writes],
             "changed_links": [c[0] for c in link_changes],
