@@ -9,7 +9,8 @@ name: drift_line
 author: topotune contributors (@topotune)
 short_description: One line naming a drifted node and its drifted items
 description:
-  - C(<host>: <n> drifted of <m> checked[, <k> corrected] (<item>, <item>, ...)) from a report of
+  - >-
+    C(<host>: <n> drifted of <m> checked[, <k> corrected] (<item>, <item>, ...)) from a report of
     P(topotune.instinct.drift_reports#filter).
 options:
   _input:

@@ -9,7 +9,8 @@ name: drift_reports
 author: topotune contributors (@topotune)
 short_description: The drift report of every host of a drift run
 description:
-  - For each host of the input, the report C({host, mode, checked, drifted}) that C(playbooks/drift.yml) writes to
+  - >-
+    For each host of the input, the report C({host, mode, checked, drifted}) that C(playbooks/drift.yml) writes to
     C(drift/<host>.json), from the first of - the host's corrected result (fact O(corrected_var), set when
     C(topotune_correct=true) ran), the fast verification's registered result (O(fast_var), mode C(fast)), the
     capture of the full run (O(capture), mode C(full)). A host with none of them reports 0 checked, nothing drifted.
@@ -29,7 +30,8 @@ options:
     choices: [fast, full]
     required: true
   capture:
-    description: The C(drift_capture) callback's document (C({hosts: {host: {checked, drifted}}})), full mode.
+    description: >-
+      The C(drift_capture) callback's document (C({hosts: {host: {checked, drifted}}})), full mode.
     type: dict
   fast_var:
     description: Name of the registered M(topotune.instinct.managed_state) result.

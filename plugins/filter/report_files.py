@@ -9,7 +9,8 @@ name: report_files
 author: topotune contributors (@topotune)
 short_description: Turn named JSON documents into M(topotune.instinct.managed_files) entries
 description:
-  - Each C(name: document) pair of the input becomes C({path: <directory>/<name>.json, content: <JSON>, mode: 0644})
+  - >-
+    Each C(name: document) pair of the input becomes C({path: <directory>/<name>.json, content: <JSON>, mode: 0644})
     with the layout of C(to_nice_json) (4-space indent, sorted keys) and a final newline.
   - Lets a playbook write the report of every host with one C(run_once) module call on the controller, instead of
     one delegated task per host (docs/performance.md).

@@ -11,6 +11,15 @@ Public API (standard library only, Python 3.8+):
     ``(path, value)``, ``before``/``after`` diff text, ``state`` the result after the writes.
 ``apply_writes(writes)``
     Write each value in place (procfs/sysfs cannot do temp file + rename) and verify it by re-reading.
+``read_cmdline(sysroot)``
+    The running kernel's command line (``<sysroot>/proc/cmdline``); raises ``KernelRuntimeError`` naming the path.
+``parse_os_release(text)``
+    ``/etc/os-release`` as ``{KEY: value}`` (quotes removed).
+``pick_bootloader(grubby, grub, os_release)``
+    The tool that persists kernel parameters: ``grubby`` when grubby is installed, ``grub_dropin`` when GRUB's
+    ``/etc/default/grub`` or ``update-grub`` is, else by the os-release family; ``None`` when nothing matches.
+``parse_grubby_args(text)``
+    The ``args=`` of every boot entry in ``grubby --info=ALL`` output, unquoted.
 """
 
 import os
@@ -23,6 +32,12 @@ _SYSCTL_NAME = re.compile(r"^[A-Za-z0-9_-]+([./][A-Za-z0-9_-]+)*$")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 _STATE_DIR = re.compile(r"^state[0-9]+$")
 _IDLE_VALUES = {"disabled": "1", "enabled": "0"}
+BOOTLOADERS = ("auto", "grub_dropin", "grubby", "none")
+# os-release IDs (ID, ID_LIKE) by the tool their kernels' boot entries are updated with
+_FAMILY_TOOL = (
+    (("debian", "ubuntu"), "grub_dropin"),
+    (("rhel", "fedora", "centos"), "grubby"),
+)
 
 
 class KernelRuntimeError(TopotuneError):
@@ -116,3 +131,43 @@ def apply_writes(writes):
         if _norm(read_text(path, "")) != _norm(value):
             raise KernelRuntimeError("the kernel did not keep %r in %s (read back %r)"
                                      % (value, path, read_text(path, "")))
+
+
+def read_cmdline(sysroot):
+    path = join(sysroot, "proc/cmdline")
+    text = read_text(path, None)
+    if text is None:
+        raise KernelRuntimeError("cannot read the running kernel's command line from %s: is sysroot %r right?"
+                                 % (path, sysroot))
+    return text
+
+
+def parse_os_release(text):
+    values = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key and not key.startswith("#"):
+            values[key] = value.strip().strip("\"'")
+    return values
+
+
+def pick_bootloader(grubby, grub, os_release):
+    """``grubby``/``grub``: whether those tools are installed; ``os_release``: ``parse_os_release`` output."""
+    # grubby first: RedHat-family nodes have /etc/default/grub too, but their boot entries (BLS) follow grubby
+    if grubby:
+        return "grubby"
+    if grub:
+        return "grub_dropin"
+    ids = [os_release.get("ID", "")] + os_release.get("ID_LIKE", "").split()
+    for family, tool in _FAMILY_TOOL:
+        if any(i in family for i in ids):
+            return tool
+    return None
+
+
+def parse_grubby_args(text):
+    args = []
+    for line in (text or "").splitlines():
+        if line.startswith("args="):
+            args.append(line[len("args="):].strip().strip('"'))
+    return args

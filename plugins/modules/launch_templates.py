@@ -185,7 +185,8 @@ class LaunchTemplates:
             "changed": bool(todo or stale),
             # the topology argument (hundreds of kB on a CPX node) is not echoed back: every result is
             # post-processed on the controller, and the caller already holds it
-            "invocation": {"module_args": dict(self.params, topology="(not echoed: %d GPUs)" % len(self.params["topology"].get("gpus") or []))},
+            "invocation": {"module_args": dict(
+                self.params, topology="(not echoed: %d GPUs)" % len(self.params["topology"].get("gpus") or []))},
             "files": [f["path"] for f in result["files"]],
             "changed_files": [t[0] for t in todo],
             "removed_files": stale,

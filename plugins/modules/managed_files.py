@@ -156,7 +156,14 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.files import (
-    ValidationError, commit, diff_entry, differs, discard, read_text, stage)
+    ValidationError,
+    commit,
+    diff_entry,
+    differs,
+    discard,
+    read_text,
+    stage,
+)
 
 
 class ManagedFiles:

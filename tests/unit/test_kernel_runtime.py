@@ -1,4 +1,5 @@
-"""kernel_runtime: sysctl values in procfs and cpuidle switches under a tmp_path sysroot."""
+"""kernel_runtime: sysctl values in procfs, cpuidle switches and the boot state (command line, bootloader tool) under a
+tmp_path sysroot."""
 
 import os
 
@@ -12,13 +13,23 @@ from ansible_collections.topotune.instinct.plugins.modules.kernel_runtime import
 
 
 class FakeModule:
-    def __init__(self, check_mode=False, **params):
-        self.params = {"sysroot": "/", "sysctl": {}, "cpuidle": {}, **params}
+    def __init__(self, check_mode=False, bins=None, grubby_info="", **params):
+        self.params = {"sysroot": "/", "sysctl": {}, "cpuidle": {}, "bootloader": None, **params}
         self.check_mode = check_mode
         self.warnings = []
+        self.bins = bins or {}  # tool name -> path of the tools "installed" on the node
+        self.grubby_info = grubby_info
+        self.commands = []
 
     def warn(self, msg):
         self.warnings.append(msg)
+
+    def get_bin_path(self, name):
+        return self.bins.get(name)
+
+    def run_command(self, argv):
+        self.commands.append(argv)
+        return 0, self.grubby_info, ""
 
 
 def make_node(root, cpus=4, states=("POLL", "C1", "C2"), numa_balancing="1"):
@@ -26,6 +37,7 @@ def make_node(root, cpus=4, states=("POLL", "C1", "C2"), numa_balancing="1"):
     (root / "proc/sys/kernel/numa_balancing").write_text(numa_balancing + "\n")
     (root / "proc/sys/vm").mkdir(parents=True)
     (root / "proc/sys/vm/swappiness").write_text("60\n")
+    (root / "proc/cmdline").write_text("BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=UUID=0f3b ro quiet\n")
     for cpu in range(cpus):
         for k, name in enumerate(states):
             d = root / ("sys/devices/system/cpu/cpu%d/cpuidle/state%d" % (cpu, k))
@@ -95,6 +107,136 @@ def test_write_refused(tmp_path):
     os.mkdir(target)
     with pytest.raises(kr.KernelRuntimeError, match="cannot write"):
         kr.apply_writes([(target, "0")])
+
+
+# ------------------------------------------------------------------ boot state (bootloader=...)
+
+GRUBBY_INFO = """index=0
+kernel="/boot/vmlinuz-5.14.0-427.el9.x86_64"
+args="ro crashkernel=1G-4G:192M rhgb quiet iommu=pt"
+root="UUID=0f3b"
+index=1
+kernel="/boot/vmlinuz-0-rescue"
+args="ro crashkernel=1G-4G:192M rhgb quiet"
+"""
+
+DEBIAN = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nID=debian\n'
+ROCKY = 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.4"\n'
+
+
+@pytest.fixture
+def etc(tmp_path, monkeypatch):
+    """The node's /etc/default/grub and os-release, under tmp_path; returns a function writing them."""
+    etc_dir = tmp_path / "etc"
+    (etc_dir / "default").mkdir(parents=True)
+    monkeypatch.setattr(KernelRuntime, "GRUB_DEFAULTS", str(etc_dir / "default/grub"))
+    monkeypatch.setattr(KernelRuntime, "OS_RELEASE", (str(etc_dir / "os-release"),))
+
+    def write(os_release=DEBIAN, grub=False):
+        if os_release is not None:
+            (etc_dir / "os-release").write_text(os_release)
+        if grub:
+            (etc_dir / "default/grub").write_text('GRUB_CMDLINE_LINUX=""\n')
+    return write
+
+
+@pytest.mark.parametrize("grubby,grub,os_release,tool", [
+    (True, True, {"ID": "rocky", "ID_LIKE": "rhel centos fedora"}, "grubby"),  # EL has /etc/default/grub too
+    (True, False, {"ID": "debian"}, "grubby"),
+    (False, True, {"ID": "debian"}, "grub_dropin"),
+    (False, True, {}, "grub_dropin"),
+    (False, False, {"ID": "debian"}, "grub_dropin"),  # minimal Debian (containers): no GRUB installed
+    (False, False, {"ID": "linuxmint", "ID_LIKE": "ubuntu debian"}, "grub_dropin"),
+    (False, False, {"ID": "almalinux", "ID_LIKE": "rhel centos fedora"}, "grubby"),
+    (False, False, {"ID": "fedora"}, "grubby"),
+    (False, False, {"ID": "arch"}, None),
+    (False, False, {}, None),
+])
+def test_pick_bootloader(grubby, grub, os_release, tool):
+    assert kr.pick_bootloader(grubby, grub, os_release) == tool
+
+
+def test_parse_os_release_and_grubby_args():
+    assert kr.parse_os_release(ROCKY + "# comment\n\n") == {
+        "NAME": "Rocky Linux", "ID": "rocky", "ID_LIKE": "rhel centos fedora", "VERSION_ID": "9.4"}
+    assert kr.parse_grubby_args(GRUBBY_INFO) == ["ro crashkernel=1G-4G:192M rhgb quiet iommu=pt",
+                                                 "ro crashkernel=1G-4G:192M rhgb quiet"]
+
+
+def test_no_bootloader_reads_no_boot_state(tmp_path):
+    root = make_node(tmp_path)
+    res = KernelRuntime(FakeModule(sysroot=root)).run()
+    assert (res["cmdline"], res["bootloader"], res["update_grub"], res["grubby_args"]) == (None, None, None, [])
+
+
+def test_auto_on_debian_without_grub_picks_the_dropin(tmp_path, etc):
+    root = make_node(tmp_path)
+    etc()
+    res = KernelRuntime(FakeModule(sysroot=root, bootloader="auto", sysctl={"kernel.numa_balancing": "0"})).run()
+    assert res["bootloader"] == "grub_dropin" and res["update_grub"] is None and res["grubby_args"] == []
+    assert res["cmdline"] == "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=UUID=0f3b ro quiet"
+    assert res["changed"] and read(root, "proc/sys/kernel/numa_balancing") == "0"
+
+
+def test_auto_with_grub_reports_update_grub(tmp_path, etc):
+    root = make_node(tmp_path)
+    etc(os_release=None, grub=True)
+    res = KernelRuntime(FakeModule(sysroot=root, bootloader="auto", bins={"update-grub": "/usr/sbin/update-grub"})).run()
+    assert res["bootloader"] == "grub_dropin" and res["update_grub"] == "/usr/sbin/update-grub"
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_auto_with_grubby_reads_the_boot_entries(tmp_path, etc, check_mode):
+    root = make_node(tmp_path)
+    etc(os_release=ROCKY, grub=True)
+    module = FakeModule(check_mode=check_mode, sysroot=root, bootloader="auto", bins={"grubby": "/usr/sbin/grubby"},
+                        grubby_info=GRUBBY_INFO)
+    res = KernelRuntime(module).run()
+    assert res["bootloader"] == "grubby" and res["update_grub"] is None
+    assert module.commands == [["/usr/sbin/grubby", "--info=ALL"]] and len(res["grubby_args"]) == 2
+    assert cmdline_pending(res["grubby_args"][1], settings_merge(REQUIRED, key="token")) == ["+iommu=pt", "+pci=realloc=off"]
+
+
+@pytest.mark.parametrize("given", ["grub_dropin", "none"])
+def test_explicit_bootloader_is_returned_as_given(tmp_path, etc, given):
+    root = make_node(tmp_path)
+    etc(os_release=ROCKY)
+    module = FakeModule(sysroot=root, bootloader=given, bins={"grubby": "/usr/sbin/grubby"})
+    res = KernelRuntime(module).run()
+    assert res["bootloader"] == given and module.commands == [] and res["cmdline"].endswith("ro quiet")
+
+
+@pytest.mark.parametrize("bootloader,os_release,bins,match", [
+    ("auto", 'ID=arch\n', {}, "no known bootloader tool on this node .*ID=arch.*kernel_tuning_bootloader"),
+    ("auto", None, {}, "ID=unknown"),
+    ("grubby", DEBIAN, {}, "grubby is not on the PATH"),
+])
+def test_boot_state_failures_write_nothing(tmp_path, etc, bootloader, os_release, bins, match):
+    root = make_node(tmp_path)
+    etc(os_release=os_release)
+    module = FakeModule(sysroot=root, bootloader=bootloader, bins=bins, sysctl={"kernel.numa_balancing": "0"},
+                        cpuidle={"C2": "disabled"})
+    with pytest.raises(kr.KernelRuntimeError, match=match):
+        KernelRuntime(module).run()
+    assert read(root, "proc/sys/kernel/numa_balancing") == "1"
+    assert read(root, "sys/devices/system/cpu/cpu0/cpuidle/state2/disable") == "0"
+
+
+def test_missing_cmdline_names_the_path(tmp_path, etc):
+    root = make_node(tmp_path)
+    etc()
+    os.remove(os.path.join(root, "proc/cmdline"))
+    with pytest.raises(kr.KernelRuntimeError, match="proc/cmdline: is sysroot"):
+        KernelRuntime(FakeModule(sysroot=root, bootloader="auto")).run()
+
+
+def test_grubby_failure_is_reported(tmp_path, etc):
+    root = make_node(tmp_path)
+    etc()
+    module = FakeModule(sysroot=root, bootloader="grubby", bins={"grubby": "/usr/sbin/grubby"})
+    module.run_command = lambda argv: (1, "", "grubby: no boot entries\n")
+    with pytest.raises(kr.KernelRuntimeError, match=r"grubby --info=ALL failed \(rc=1\): grubby: no boot entries"):
+        KernelRuntime(module).run()
 
 
 # ------------------------------------------------------------------ kernel_tuning's additive-list filters
