@@ -10,7 +10,7 @@ author: topotune contributors (@topotune)
 short_description: One line naming a drifted node and its drifted items
 description:
   - >-
-    C(<host>: <n> drifted of <m> checked[, <k> corrected] (<item>, <item>, ...)) from a report of
+    C(<host>: <n> drifted of <m> checked[, <k> corrected] (<owner>: <item>, ...)) from a report of
     P(topotune.instinct.drift_reports#filter).
 options:
   _input:
@@ -33,7 +33,7 @@ RETURN = r"""
 _value:
   description: The line.
   type: str
-  sample: "node-07: 2 drifted of 41 checked (kernel.numa_balancing, /etc/topotune/container/all.flags)"
+  sample: "node-07: 2 drifted of 41 checked (kernel_tuning: proc/sys/kernel/numa_balancing, container_runtime: /etc/topotune/container/all.flags)"
 """
 
 
@@ -43,7 +43,7 @@ def drift_line(report, corrected=False):
     line = "%s: %d drifted of %d checked" % (report.get("host"), len(drifted), report.get("checked") or 0)
     if corrected:
         line += ", %d corrected" % sum(1 for item in drifted if item.get("corrected"))
-    return line + " (%s)" % ", ".join(str(item.get("item")) for item in drifted)
+    return line + " (%s)" % ", ".join("%s: %s" % (item.get("owner"), item.get("item")) for item in drifted)
 
 
 
