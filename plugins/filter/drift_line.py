@@ -33,7 +33,7 @@ RETURN = r"""
 _value:
   description: The line.
   type: str
-  sample: "node-07: 2 drifted of 41 checked (kernel_tuning: proc/sys/kernel/numa_balancing, container_runtime: /etc/topotune/container/all.flags)"
+  sample: "node-07: 2 drifted of 41 checked (kernel_tuning: proc/sys/kernel/numa_balancing, rocm_env: /etc/profile.d/topotune-rocm.sh)"
 """
 
 

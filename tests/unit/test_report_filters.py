@@ -67,4 +67,5 @@ def test_drift_reports_rejects_an_unknown_mode():
 def test_drift_line_names_the_node_and_its_items():
     report = {"host": "n7", "checked": 21, "drifted": [ITEM, dict(ITEM, owner="rocm_env", item="/etc/x", corrected=True)]}
     assert drift_line(report) == "n7: 2 drifted of 21 checked (kernel_tuning: proc/sys/kernel/numa_balancing, rocm_env: /etc/x)"
-    assert drift_line(report, True) == "n7: 2 drifted of 21 checked, 1 corrected (kernel_tuning: proc/sys/kernel/numa_balancing, rocm_env: /etc/x)"
+    assert drift_line(report, True) == ("n7: 2 drifted of 21 checked, 1 corrected "
+                                        "(kernel_tuning: proc/sys/kernel/numa_balancing, rocm_env: /etc/x)")
