@@ -42,11 +42,10 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Resolve the profile
-  ansible.builtin.set_fact:
-    __rocm_env_resolved: >-
-      {{ 'xgmi-training' | topotune.instinct.rocm_env_resolve(overrides=rocm_env_overrides,
-         allow=rocm_env_allow, topology=topotune_topology, rocm_version='6.2.1') }}
+# roles/rocm_env/vars/main.yml: a lazy role variable, resolved where the role's tasks and templates use it
+__rocm_env_resolved: >-
+  {{ 'xgmi-training' | topotune.instinct.rocm_env_resolve(overrides=rocm_env_overrides,
+     allow=rocm_env_allow, topology=topotune_topology, rocm_version='6.2.1') }}
 """
 
 RETURN = r"""
@@ -62,12 +61,23 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.module_utils.env_rules import context_from_topology, format_report, resolve
 
+_KNOWLEDGE = {}
+
+
+def _knowledge(name):
+    """load_knowledge() once per process. The role keeps the resolution as a lazy variable that each task using it
+    templates again (a worker process per task and host); parsing the YAML is ~50 ms of a resolution, the rest
+    well under a millisecond. The knowledge files do not change during a run; nothing here mutates them."""
+    if name not in _KNOWLEDGE:
+        _KNOWLEDGE[name] = load_knowledge(name)
+    return _KNOWLEDGE[name]
+
 
 def native_gfx_targets(env_knowledge):
     """gfx targets of knowledge/env_vars.yml native_gfx plus those of knowledge/gpu_generations.yml."""
     targets = set(((env_knowledge.get("native_gfx") or {}).get("targets") or {}).keys())
     try:
-        generations = load_knowledge("gpu_generations") or {}
+        generations = _knowledge("gpu_generations") or {}
     except ValueError:
         generations = {}
     for generation in generations.get("generations") or []:
@@ -81,8 +91,8 @@ def rocm_env_resolve(profile, overrides=None, allow=None, topology=None, rocm_ve
         if value is not None and not isinstance(value, dict):
             raise AnsibleFilterError("rocm_env_resolve: %s must be a dict of NAME: value, got %s" % (label, type(value).__name__))
     try:
-        knowledge = load_knowledge("env_vars")
-        profiles = load_knowledge("env_profiles")
+        knowledge = _knowledge("env_vars")
+        profiles = _knowledge("env_profiles")
         name = None if profile in (None, "", "none") else str(profile)
         context = context_from_topology(topology, rocm_version or None, fabric or None, name, native_gfx_targets(knowledge))
         result = resolve(name, dict(overrides or {}), dict(allow or {}), context, knowledge, profiles)

@@ -11,6 +11,8 @@ description:
   - Reads the GPU topology of the managed node into one normalized model (GPUs, links, NUMA nodes,
     xGMI hives and cliques, physical devices) and returns it as C(topology) and as the fact
     C(topotune_topology).
+  - Also returns the installed ROCm version (C(opt/rocm/.info/version) under O(sysroot)) as C(rocm_version)
+    and as the fact C(topotune_rocm_version), so roles that need both read the node once.
   - KFD sysfs (C(/sys/class/kfd/kfd/topology)) needs no ROCm user space and is read in milliseconds;
     PCI sysfs gives each GPU's NUMA node, local CPUs and PCIe link width/speed, and
     C(/sys/devices/system/node) the CPU list of every NUMA node.
@@ -32,8 +34,8 @@ options:
     default: auto
   sysroot:
     description:
-      - Directory under which C(sys/) is read (C(/) on a real node, C(/sim) on a simulated node, or an
-        unpacked node snapshot).
+      - Directory under which C(sys/) and C(opt/rocm/.info/version) are read (C(/) on a real node, C(/sim) on
+        a simulated node, or an unpacked node snapshot).
     type: path
     default: /
   cross_check:
@@ -186,6 +188,13 @@ topology:
       elements: dict
       sample:
         - {what: numa_node, gpu: 3, values: {kfd: 0, amd-smi: 1}}
+rocm_version:
+  description:
+    - Content of C(opt/rocm/.info/version) under O(sysroot), stripped (C(6.2.1-112)); empty when ROCm is not
+      installed there or the file cannot be read.
+  returned: success
+  type: str
+  sample: "6.2.1-112"
 ansible_facts:
   description: Facts set by the module.
   returned: success
@@ -194,16 +203,22 @@ ansible_facts:
     topotune_topology:
       description: The same model as C(topology).
       type: dict
+    topotune_rocm_version:
+      description: The same value as C(rocm_version).
+      type: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError, join, read_text
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover, run_command
+
+# Written by the ROCm packages; topotune.instinct.rocm_env gates variables on the version.
+ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 
 
 class GpuTopology:
-    """Reads the topology; there is nothing to write."""
+    """Reads the topology and the ROCm version; there is nothing to write."""
 
     def __init__(self, module):
         self.module = module
@@ -226,7 +241,17 @@ class GpuTopology:
             self.module.fail_json(msg="gpu_topology: %s" % err)
         for warning in model["warnings"]:
             self.module.warn(warning)
-        return {"changed": False, "topology": model, "ansible_facts": {"topotune_topology": model}}
+        version = self.rocm_version()
+        return {
+            "changed": False,
+            "topology": model,
+            "rocm_version": version,
+            "ansible_facts": {"topotune_topology": model, "topotune_rocm_version": version},
+        }
+
+    def rocm_version(self):
+        """The installed ROCm version, or "" when there is none (unknown: callers skip version-gated rules)."""
+        return read_text(join(self.params["sysroot"], ROCM_VERSION_FILE), "")
 
 
 def main():

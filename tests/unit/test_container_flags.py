@@ -229,3 +229,32 @@ def test_device_access_module_reads_a_sysroot(tmp_path):
     assert result["render_nodes"][0]["path"] == "/dev/dri/renderD128"
     assert result["users"]["root"]["exists"] and not result["users"]["no-such-user-xyz"]["exists"]
     assert set(result["docker"]) == {"present", "path"}
+
+
+def test_filter_names_device_groups_and_existing_users_and_counts_managed_memberships():
+    from ansible_collections.topotune.instinct.plugins.filter.container_flags import container_flags
+
+    users = {"bob": {"exists": True, "groups": ["bob", "video"]}, "carol": {"exists": False, "groups": []}}
+    device_facts = dict(facts(users=users), render_nodes=[dict(n, group="video", gid=44) for n in facts()["render_nodes"]])
+    options = {"users": ["bob", "carol"]}
+    result = container_flags(TOPOLOGY, [], device_facts, options)
+    assert result["device_groups"] == ["render", "video"] and result["member_users"] == ["bob"]
+    assert statuses(result["checks"])["user-bob"] == "fail"  # not in render yet
+    managed = container_flags(TOPOLOGY, [], device_facts, dict(options, manage_groups=True))
+    # the role adds bob to render and video (append) first; carol does not exist and still fails
+    assert statuses(managed["checks"])["user-bob"] == "pass" and statuses(managed["checks"])["user-carol"] == "fail"
+    assert "bob in bob, render, video" in {c["id"]: c for c in managed["checks"]}["user-bob"]["observed"]
+    assert device_facts["users"]["bob"]["groups"] == ["bob", "video"]  # the input is not changed
+    root_owned = dict(facts(kfd_gid=0, users=users), render_nodes=[])
+    assert container_flags(TOPOLOGY, [], root_owned, dict(options, manage_groups=True))["device_groups"] == []
+
+
+def test_filter_report_has_a_line_per_check_then_the_warnings():
+    from ansible_collections.topotune.instinct.plugins.filter.container_flags import container_flags
+
+    result = container_flags(TOPOLOGY, [], facts(kfd_gid=0, docker=False), {})
+    assert len(result["report"]) == len(result["checks"]) + len(result["warnings"]) and result["warnings"]
+    assert result["report"][-len(result["warnings"]):] == result["warnings"]
+    docker = [line for line in result["report"] if "| docker-engine |" in line]
+    assert docker == ["warn | docker-engine | docker engine not found | install Docker Engine; flag files and the compose "
+                      "fragment are written anyway"]

@@ -59,6 +59,17 @@ def test_module_reads_kfd_sysroot(mi210_root, capsys, check_mode):
     assert len(result["topology"]["gpus"]) == 8
     assert result["ansible_facts"]["topotune_topology"] == result["topology"]
     assert result["topology"]["hives"][1]["gpus"] == [4, 5, 6, 7]
+    assert result["rocm_version"] == "" and result["ansible_facts"]["topotune_rocm_version"] == ""
+
+
+def test_module_returns_the_rocm_version_under_the_sysroot(mi210_root, capsys):
+    info = mi210_root / "opt" / "rocm" / ".info"
+    info.mkdir(parents=True)
+    (info / "version").write_text("6.2.1-112\n")
+    code, result = _run_module({"sysroot": str(mi210_root), "source": "kfd"}, capsys)
+    assert code == 0
+    assert result["rocm_version"] == "6.2.1-112"
+    assert result["ansible_facts"]["topotune_rocm_version"] == "6.2.1-112"
 
 
 @pytest.mark.parametrize(
