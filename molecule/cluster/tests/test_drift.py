@@ -122,10 +122,10 @@ def test_full_detects_every_drill_in_its_owner_role(runs):
         assert {d["kind"] for d in report["drifted"]} == {"task"}
         assert {d["owner"] for d in report["drifted"]} == {owner for owner, _unused, _unused in expected}, (host, report["drifted"])
     items = {(h, d["item"]) for h, r in runs["full"]["reports"].items() for d in r["drifted"]}
-    assert ("tt-cluster-mi300x-spx", "cpu_governor : Enable the boot-time governor unit") in items
+    assert ("tt-cluster-mi300x-spx", "cpu_governor : Install and enable the boot-time governor unit") in items
     assert ("tt-cluster-mi300x-spx", "container_runtime : Merge the owned settings into daemon.json") in items
     assert ("tt-cluster-mi210", "container_runtime : Add the container users to the groups owning /dev/kfd and the render nodes") in items
-    assert ("tt-cluster-mi250x", "kernel_tuning : Apply the sysctl settings now") in items
+    assert ("tt-cluster-mi250x", "kernel_tuning : Apply the sysctl and C2 settings now") in items
 
 
 def test_correct_fixes_every_drill(runs):
