@@ -42,7 +42,7 @@ options:
     description: Bus bandwidth in GB/s to use instead of the run's peak.
     type: float
   topology:
-    description: The C(topotune_topology) fact.
+    description: The topology model (C(topotune_discovery.topology)).
     type: dict
   gpus:
     description: GPU indices of the allocation (default all GPUs of O(topology)).
@@ -61,7 +61,7 @@ EXAMPLES = r"""
 - name: Advice from the benchmark, a 13B model and a 450 ms step
   ansible.builtin.debug:
     msg: "{{ __benchmark_rccl | topotune.instinct.cluster_advice(model_size_b=13, step_time_ms=450,
-             topology=topotune_topology | default(none)) }}"
+             topology=topotune_discovery.topology | default(none)) }}"
 """
 
 RETURN = r"""

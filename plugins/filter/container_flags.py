@@ -19,7 +19,7 @@ description:
     the groups owning the device nodes with the users that exist (what C(manage_groups) adds them to).
 options:
   _input:
-    description: The C(topotune_topology) fact.
+    description: The topology model (C(topotune_discovery.topology)).
     type: dict
     required: true
   groups:
@@ -44,7 +44,7 @@ options:
 EXAMPLES = r"""
 # roles/container_runtime/vars/main.yml: a lazy role variable, computed where the role's tasks use it
 __container_runtime_plan: >-
-  {{ topotune_topology | topotune.instinct.container_flags(groups=[], device_facts=__container_runtime_access,
+  {{ topotune_discovery.topology | topotune.instinct.container_flags(groups=[], device_facts=__container_runtime_access,
      options={'profile': 'xgmi-training', 'ipc_host': true, 'users': ['alice'], 'manage_groups': true}) }}
 """
 
@@ -92,7 +92,8 @@ def with_memberships(device_facts, users, groups):
 
 def container_flags(topology, groups=None, device_facts=None, options=None):
     if not isinstance(topology, dict):
-        raise AnsibleFilterError("container_flags: input must be the topotune_topology dict, got %s" % type(topology).__name__)
+        raise AnsibleFilterError("container_flags: input must be the topology model (a dict, topotune_discovery.topology), got %s"
+                                 % type(topology).__name__)
     options = dict(options or {})
     facts = dict(device_facts or {})
     users = [str(u) for u in options.get("users") or []]

@@ -43,7 +43,13 @@ def drift_line(report, corrected=False):
     line = "%s: %d drifted of %d checked" % (report.get("host"), len(drifted), report.get("checked") or 0)
     if corrected:
         line += ", %d corrected" % sum(1 for item in drifted if item.get("corrected"))
-    return line + " (%s)" % ", ".join("%s: %s" % (item.get("owner"), item.get("item")) for item in drifted)
+    return line + " (%s)" % ", ".join(_name(item) for item in drifted)
+
+
+def _name(item):
+    # full-mode items are already "<role> : <task>"
+    owner, name = str(item.get("owner")), str(item.get("item"))
+    return name if name.startswith(owner + " : ") else "%s: %s" % (owner, name)
 
 
 

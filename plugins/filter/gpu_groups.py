@@ -17,7 +17,7 @@ description:
   - Each group comes with an explanation of why these GPUs belong together.
 options:
   _input:
-    description: The topology model (fact C(topotune_topology) set by M(topotune.instinct.gpu_topology)).
+    description: The topology model returned by M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology)).
     type: dict
     required: true
   size:
@@ -29,7 +29,7 @@ options:
 EXAMPLES = r"""
 - name: Groups of 4
   ansible.builtin.debug:
-    msg: "{{ (topotune_topology | topotune.instinct.gpu_groups(4)).groups }}"
+    msg: "{{ (topotune_discovery.topology | topotune.instinct.gpu_groups(4)).groups }}"
 """
 
 RETURN = r"""

@@ -30,7 +30,8 @@ EXAMPLES = r"""
 - name: Keep every node's topology model on the controller
   topotune.instinct.managed_files:
     files: >-
-      {{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'topotune_topology')))
+      {{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'topotune_discovery')
+         | map(attribute='topology')))
          | topotune.instinct.report_files(topotune_report_dir ~ '/topology') }}
   delegate_to: localhost
   run_once: true

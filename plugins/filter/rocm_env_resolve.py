@@ -31,7 +31,7 @@ options:
     type: dict
     default: {}
   topology:
-    description: The C(topotune_topology) fact (GPUs' gfx, xGMI links); omit when unknown.
+    description: The topology model (C(topotune_discovery.topology); GPUs' gfx, xGMI links); omit when unknown.
     type: dict
   rocm_version:
     description: ROCm version of the node (C(6.2.1)); empty when unknown (version-gated drops are skipped).
@@ -45,7 +45,7 @@ EXAMPLES = r"""
 # roles/rocm_env/vars/main.yml: a lazy role variable, resolved where the role's tasks and templates use it
 __rocm_env_resolved: >-
   {{ 'xgmi-training' | topotune.instinct.rocm_env_resolve(overrides=rocm_env_overrides,
-     allow=rocm_env_allow, topology=topotune_topology, rocm_version='6.2.1') }}
+     allow=rocm_env_allow, topology=topotune_discovery.topology, rocm_version='6.2.1') }}
 """
 
 RETURN = r"""

@@ -13,7 +13,7 @@ description:
     the GPU count and architecture, the xGMI hives, the GPUs per NUMA node and the number of warnings.
 options:
   _input:
-    description: The topology model (fact C(topotune_topology)).
+    description: The topology model (C(topotune_discovery.topology)).
     type: dict
     required: true
 """
@@ -21,7 +21,7 @@ options:
 EXAMPLES = r"""
 - name: Print the topology of each node
   ansible.builtin.debug:
-    msg: "{{ topotune_topology | topotune.instinct.topology_summary }}"
+    msg: "{{ topotune_discovery.topology | topotune.instinct.topology_summary }}"
 """
 
 RETURN = r"""

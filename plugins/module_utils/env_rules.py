@@ -61,7 +61,7 @@ def gfx_for_override(value):
 
 
 def context_from_topology(topology, rocm_version=None, fabric=None, profile=None, native_gfx=None):
-    """Build the rule context from a topotune_topology dict (or None when unknown)."""
+    """Build the rule context from a topology model dict (or None when unknown)."""
     gfx = []
     xgmi = None
     if isinstance(topology, dict):

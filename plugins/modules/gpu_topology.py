@@ -9,10 +9,13 @@ short_description: Discover the AMD Instinct GPU topology of a node
 version_added: "0.1.0"
 description:
   - Reads the GPU topology of the managed node into one normalized model (GPUs, links, NUMA nodes,
-    xGMI hives and cliques, physical devices) and returns it as C(topology) and as the fact
-    C(topotune_topology).
-  - Also returns the installed ROCm version (C(opt/rocm/.info/version) under O(sysroot)) as C(rocm_version)
-    and as the fact C(topotune_rocm_version), so roles that need both read the node once.
+    xGMI hives and cliques, physical devices) and returns it as C(topology).
+  - Also returns the installed ROCm version (C(opt/rocm/.info/version) under O(sysroot)) as C(rocm_version),
+    so roles that need both read the node once.
+  - Register the result (C(playbooks/topology.yml) registers it as C(topotune_discovery), which the topotune
+    roles read). The model is deliberately not returned as a fact - Ansible deep-copies every fact of a host
+    for every later task, and a 64-partition model (2016 links) costs about 20 ms per task and host on the
+    controller that way; a registered result is not copied.
   - KFD sysfs (C(/sys/class/kfd/kfd/topology)) needs no ROCm user space and is read in milliseconds;
     PCI sysfs gives each GPU's NUMA node, local CPUs and PCIe link width/speed, and
     C(/sys/devices/system/node) the CPU list of every NUMA node.
@@ -77,13 +80,13 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Discover the GPU topology
+- name: Discover the GPU topology (the name the topotune roles read)
   topotune.instinct.gpu_topology:
-  register: __topo
+  register: topotune_discovery
 
 - name: Show the GPUs of NUMA node 0
   ansible.builtin.debug:
-    msg: "{{ (topotune_topology.numa_nodes | selectattr('node', 'equalto', 0) | first).gpus }}"
+    msg: "{{ (topotune_discovery.topology.numa_nodes | selectattr('node', 'equalto', 0) | first).gpus }}"
 
 - name: Read a simulated node and cross-check with amd-smi
   topotune.instinct.gpu_topology:
@@ -94,7 +97,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 topology:
-  description: The topology model (also set as the fact C(topotune_topology)). Schema version 1.
+  description: The topology model. Schema version 1.
   returned: success
   type: dict
   contains:
@@ -195,17 +198,7 @@ rocm_version:
   returned: success
   type: str
   sample: "6.2.1-112"
-ansible_facts:
-  description: Facts set by the module.
-  returned: success
-  type: dict
-  contains:
-    topotune_topology:
-      description: The same model as C(topology).
-      type: dict
-    topotune_rocm_version:
-      description: The same value as C(rocm_version).
-      type: str
+
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -246,7 +239,6 @@ class GpuTopology:
             "changed": False,
             "topology": model,
             "rocm_version": version,
-            "ansible_facts": {"topotune_topology": model, "topotune_rocm_version": version},
         }
 
     def rocm_version(self):

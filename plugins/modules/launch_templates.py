@@ -24,7 +24,9 @@ description:
     count are skipped with a warning.
 options:
   topology:
-    description: The topology model set by M(topotune.instinct.gpu_topology) (fact C(topotune_topology)).
+    description:
+      - The topology model returned by M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after
+        C(playbooks/topology.yml)).
     type: dict
     required: true
   sizes:
@@ -105,12 +107,12 @@ seealso:
 EXAMPLES = r"""
 - name: Write the launch files from the gathered topology
   topotune.instinct.launch_templates:
-    topology: "{{ topotune_topology }}"
+    topology: "{{ topotune_discovery.topology }}"
     sizes: [2, 4, 8]
 
 - name: Frontier-style L3 binding with HIP_VISIBLE_DEVICES
   topotune.instinct.launch_templates:
-    topology: "{{ topotune_topology }}"
+    topology: "{{ topotune_discovery.topology }}"
     visible_devices_env: HIP_VISIBLE_DEVICES
     cpu_binding: l3
     cpu_map: {4: "0-7,64-71", 5: "8-15,72-79"}

@@ -14,7 +14,7 @@ description:
     transparent hugepages, cpuidle C2, the CPU governor and the BIOS version from sysfs/procfs under
     O(sysroot), and compares them with the expected values of the node's GPU generation.
   - The module reads the PCI link state itself (C(sys/bus/pci/devices/<bdf>/current_link_width) and
-    friends) rather than taking the C(topotune_topology) fact, so it runs alone, on a snapshot, or before
+    friends) rather than taking the topology model, so it runs alone, on a snapshot, or before
     discovery.
   - Settings the OS cannot observe (determinism slider, APBDIS, DF C-states, cTDP, TSME, SR-IOV) are
     reported C(unknown) with the value to attest in BIOS setup, never guessed.

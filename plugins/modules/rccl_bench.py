@@ -58,7 +58,9 @@ options:
     description: GPU generation to compare with (for example C(MI300X)); detected when omitted.
     type: str
   topology:
-    description: The C(topotune_topology) fact; its C(gpus[].device_id) identify the generation.
+    description:
+      - The topology model (C(topotune_discovery.topology), registered from M(topotune.instinct.gpu_topology)); its
+        C(gpus[].device_id) identify the generation.
     type: dict
   gpu_generations:
     description: The knowledge file C(gpu_generations) (maps device ids to generations).
@@ -88,7 +90,7 @@ EXAMPLES = r"""
   topotune.instinct.rccl_bench:
     rccl_tests_path: /opt/rccl-tests/build/all_reduce_perf
     arguments: ["-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
-    topology: "{{ topotune_topology | default(omit) }}"
+    topology: "{{ topotune_discovery.topology | default(omit) }}"
     gpu_generations: "{{ lookup('topotune.instinct.knowledge', 'gpu_generations') }}"
     expectations: "{{ lookup('topotune.instinct.knowledge', 'rccl_expectations') }}"
   register: __benchmark_rccl

@@ -208,7 +208,7 @@ def test_filter_adds_checks_and_wraps_errors():
     assert {c["id"] for c in result["checks"]} >= {"kfd", "docker-engine"}
     with pytest.raises(AnsibleFilterError, match="SYS_RAWIO"):
         container_flags(TOPOLOGY, [], facts(), {"extra_caps": ["SYS_RAWIO"]})
-    with pytest.raises(AnsibleFilterError, match="topotune_topology"):
+    with pytest.raises(AnsibleFilterError, match="topology model"):
         container_flags("nope")
 
 

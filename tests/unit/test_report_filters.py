@@ -64,6 +64,11 @@ def test_drift_reports_rejects_an_unknown_mode():
         drift_reports(["a"], {}, "slow")
 
 
+def test_drift_line_does_not_repeat_the_owner_of_a_full_mode_item():
+    report = {"host": "n1", "checked": 24, "drifted": [{"owner": "rocm_env", "item": "rocm_env : Write the env file"}]}
+    assert drift_line(report) == "n1: 1 drifted of 24 checked (rocm_env : Write the env file)"
+
+
 def test_drift_line_names_the_node_and_its_items():
     report = {"host": "n7", "checked": 21, "drifted": [ITEM, dict(ITEM, owner="rocm_env", item="/etc/x", corrected=True)]}
     assert drift_line(report) == "n7: 2 drifted of 21 checked (kernel_tuning: proc/sys/kernel/numa_balancing, rocm_env: /etc/x)"
