@@ -147,7 +147,8 @@ class Runner:
         if variant == "nopipe":
             env["ANSIBLE_PIPELINING"] = "False"
         if variant == "factcache":
-            # facts (os_family for kernel_tuning, the topology fact) kept between playbooks in a jsonfile cache
+            # facts kept between playbooks in a jsonfile cache (topotune itself sets none: the topology is a
+            # registered result, kernel_tuning reads its bootloader tool without setup)
             env["ANSIBLE_CACHE_PLUGIN"] = "ansible.builtin.jsonfile"
             env["ANSIBLE_CACHE_PLUGIN_CONNECTION"] = os.path.join(self.cluster.workdir, "facts")
         if variant == "mitogen":

@@ -52,7 +52,6 @@ def _name(item):
     return name if name.startswith(owner + " : ") else "%s: %s" % (owner, name)
 
 
-
 class FilterModule:
     def filters(self):
         return {"drift_line": drift_line}
