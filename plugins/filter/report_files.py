@@ -21,7 +21,8 @@ options:
     type: dict
     required: true
   directory:
-    description: Directory the files go into; a relative one is taken from the controller's working directory.
+    description: >-
+      Directory the files go into (C(~) expanded); a relative one is taken from the controller's working directory.
     type: str
     required: true
 """
@@ -55,7 +56,7 @@ def report_files(documents, directory):
         raise AnsibleFilterError("report_files expects a mapping of name to document, got %s" % type(documents).__name__)
     if not isinstance(directory, str) or not directory:
         raise AnsibleFilterError("report_files: the directory must be a path, got %r" % (directory,))
-    directory = os.path.abspath(directory)
+    directory = os.path.abspath(os.path.expanduser(directory))
     entries = []
     for name in sorted(documents):
         if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):

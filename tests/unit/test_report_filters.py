@@ -19,6 +19,13 @@ def test_report_files_layout_is_to_nice_json_with_a_final_newline(tmp_path):
     assert json.loads(entries[1]["content"]) == {"a": [1], "b": 1} and entries[1]["mode"] == "0644"
 
 
+def test_report_files_expands_home_and_relative_directories(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert report_files({"a": {}}, "~/checks")[0]["path"] == str(tmp_path / "checks" / "a.json")
+    assert report_files({"a": {}}, "out")[0]["path"] == str(tmp_path / "out" / "a.json")
+
+
 @pytest.mark.parametrize("documents,directory,message", [
     ([], "/out", "expects a mapping"),
     ({"a/b": {}}, "/out", "cannot be a file name"),
