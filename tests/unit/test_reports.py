@@ -1,40 +1,64 @@
-"""report_files / drift_reports / drift_line: every host's report built on the controller for one write."""
+"""report_files (action) / drift_reports / drift_line: every host's report built and written on the controller in one task."""
 
-import json
+import os
+from unittest.mock import MagicMock
 
 import pytest
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleActionFail, AnsibleFilterError
 
+from ansible_collections.topotune.instinct.plugins.action.report_files import ActionModule, plan
 from ansible_collections.topotune.instinct.plugins.filter.drift_line import drift_line
 from ansible_collections.topotune.instinct.plugins.filter.drift_reports import drift_reports
-from ansible_collections.topotune.instinct.plugins.filter.report_files import report_files
 
 ITEM = {"owner": "kernel_tuning", "kind": "value", "item": "proc/sys/kernel/numa_balancing", "expected": "0", "observed": "1"}
 
 
-def test_report_files_layout_is_to_nice_json_with_a_final_newline(tmp_path):
-    entries = report_files({"n2": {"b": 1, "a": [1]}, "n1": {}}, str(tmp_path / "drift"))
-    assert [e["path"] for e in entries] == [str(tmp_path / "drift" / "n1.json"), str(tmp_path / "drift" / "n2.json")]
-    assert entries[1]["content"] == '{\n    "a": [\n        1\n    ],\n    "b": 1\n}\n'
-    assert json.loads(entries[1]["content"]) == {"a": [1], "b": 1} and entries[1]["mode"] == "0644"
+def test_report_layout_is_to_nice_json_with_a_final_newline(tmp_path):
+    entries = plan({"n2": {"b": 1, "a": [1]}, "n1": {}}, str(tmp_path / "drift"))
+    assert [path for path, _text in entries] == [str(tmp_path / "drift" / "n1.json"), str(tmp_path / "drift" / "n2.json")]
+    assert entries[1][1] == '{\n    "a": [\n        1\n    ],\n    "b": 1\n}\n'
 
 
-def test_report_files_expands_home_and_relative_directories(monkeypatch, tmp_path):
+def test_report_directory_expands_home_and_relative_paths(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    assert report_files({"a": {}}, "~/checks")[0]["path"] == str(tmp_path / "checks" / "a.json")
-    assert report_files({"a": {}}, "out")[0]["path"] == str(tmp_path / "out" / "a.json")
+    assert plan({"a": {}}, "~/checks")[0][0] == str(tmp_path / "checks" / "a.json")
+    assert plan({"a": {}}, "out")[0][0] == str(tmp_path / "out" / "a.json")
 
 
 @pytest.mark.parametrize("documents,directory,message", [
-    ([], "/out", "expects a mapping"),
     ({"a/b": {}}, "/out", "cannot be a file name"),
     ({"..": {}}, "/out", "cannot be a file name"),
-    ({"a": {}}, "", "must be a path"),
+    ({"a": {}}, " ", "must be a path"),
 ])
-def test_report_files_rejects_names_that_would_escape_the_directory(documents, directory, message):
-    with pytest.raises(AnsibleFilterError, match=message):
-        report_files(documents, directory)
+def test_report_names_that_would_escape_the_directory_are_refused(documents, directory, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        plan(documents, directory)
+
+
+def _action(tmp_path, check_mode=False, diff=False, **args):
+    task = MagicMock(args=dict({"directory": str(tmp_path / "out"), "documents": {"n1": {"ok": True}}}, **args),
+                     check_mode=check_mode, diff=diff, async_val=0)
+    return ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+
+
+def test_report_files_action_writes_once_then_changes_nothing(tmp_path):
+    first = _action(tmp_path).run(task_vars={})
+    path = tmp_path / "out" / "n1.json"
+    assert first["changed"] and first["changed_files"] == [str(path)] and path.read_text() == '{\n    "ok": true\n}\n'
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    assert not _action(tmp_path).run(task_vars={})["changed"]
+
+
+def test_report_files_action_check_mode_writes_nothing_and_diff_shows_the_report(tmp_path):
+    result = _action(tmp_path, check_mode=True, diff=True).run(task_vars={})
+    assert result["changed"] and not (tmp_path / "out").exists()
+    assert result["diff"][0]["after"] == '{\n    "ok": true\n}\n' and result["diff"][0]["before"] == ""
+
+
+def test_report_files_action_refuses_a_world_writable_mode(tmp_path):
+    with pytest.raises(AnsibleActionFail, match="world-writable"):
+        _action(tmp_path, mode="0666").run(task_vars={})
 
 
 HOSTVARS = {
