@@ -27,6 +27,8 @@ CONTROLLER_ONLY = frozenset(
     for name in (
         "set_fact", "debug", "assert", "fail", "meta", "include_role", "import_role", "include_tasks",
         "import_tasks", "include_vars", "add_host", "group_by", "set_stats", "pause", "validate_argument_spec",
+        # an action that writes on the controller in its own process, running no module
+        "topotune.instinct.report_files",
     )
 )
 
