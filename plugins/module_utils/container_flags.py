@@ -50,7 +50,7 @@ def check_caps(caps, knowledge=None, debug=False):
         if name == "SYS_PTRACE" and not debug:
             raise FlagError(
                 "container_runtime_extra_caps: SYS_PTRACE is only for debugging and profiling; "
-                "use container_runtime_profile: debug [source: amd-knowledge.md §2.5]"
+                "use container_runtime_profile: debug [source: ROCm/ROCm megatron-lm.rst; rocgdb and rocprof attach need ptrace]"
             )
         checked.append(name)
     return sorted(set(checked))

@@ -34,6 +34,8 @@ _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 _STATE_DIR = re.compile(r"^state([0-9]+)$")
 _NODE_DIR = re.compile(r"^node([0-9]+)$")
+# BIOS settings AMD prints per platform (used when the generation data names none)
+_BIOS_SOURCE = "ROCm/amdgpu-docs docs/system-optimization/mi300x.rst and mi200.md; system-acceptance-docs docs/common/bios-settings.md"
 _CVS_SOURCE = "ROCm/cvs cvs/tests/platform/host_configs_cvs.py"
 
 
@@ -263,7 +265,7 @@ def _check_gpu_count(facts, gen, options):
                     if gen is None or g["device_id"] in [str(x).lower() for x in gen.get("device_ids") or []]})
     expected = options.get("gpu_count") or (gen or {}).get("devices_per_node")
     observed = "%d GPU device(s)" % len(slots)
-    source = "amd-knowledge §2.6 (lspci -d 1002:74a1 = 8); " + _CVS_SOURCE
+    source = "system-acceptance-docs docs/common/health-checks.md (lspci -d 1002:74a1 = 8); " + _CVS_SOURCE
     if not expected:
         return _result("pci_accelerators", "unknown", observed, "not set",
                        "set platform_checks_gpu_count to the GPUs this node should show", source,
@@ -320,7 +322,7 @@ def _check_gpu_numa(facts):
                        "numa_node >= 0 for every GPU",
                        "firmware gives no NUMA proximity for these GPUs (ACPI _PXM/SRAT missing, or a VM): "
                        "GPU-to-CPU binding cannot be derived; update the BIOS or pin with an explicit map",
-                       "Linux PCI sysfs ABI (numa_node); amd-knowledge §2.6")
+                       "Linux PCI sysfs ABI (numa_node)")
     return _result("gpu_numa_affinity", "pass", "all %d GPU(s) report a NUMA node" % len(facts["gpus"]),
                    "numa_node >= 0 for every GPU", source="Linux PCI sysfs ABI (numa_node)")
 
@@ -357,7 +359,7 @@ def _check_iommu(facts, gen, host):
     cpus = len(facts["cpus"])
     limit = int((host.get("x2apic_cpu_limit") or {}).get("cpus", 256))
     bios = (gen or {}).get("iommu_bios")
-    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    source = (gen or {}).get("bios_source") or _BIOS_SOURCE
     if units is None:
         return _result("iommu_state", "unknown", "sys/class/iommu not readable", "IOMMU %s" % (bios or "enabled"),
                        "run on the node itself", source)
@@ -379,7 +381,7 @@ def _check_iommu(facts, gen, host):
 
 def _check_nps(facts, gen):
     allowed = (gen or {}).get("nps_allowed")
-    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    source = (gen or {}).get("bios_source") or _BIOS_SOURCE
     nodes, packages = facts["numa_nodes"], facts["packages"]
     if nodes is None or not packages:
         return _result("numa_nps", "unknown", "NUMA nodes %s, sockets %s" % (nodes, packages),
@@ -403,7 +405,7 @@ def _check_nps(facts, gen):
 
 def _check_smt(facts, gen):
     want = (gen or {}).get("smt", "disabled")
-    source = (gen or {}).get("bios_source") or "amd-knowledge §2.1"
+    source = (gen or {}).get("bios_source") or _BIOS_SOURCE
     active = facts["smt_active"]
     if active is None:
         return _result("smt", "unknown", "sys/devices/system/cpu/smt/active missing", "SMT %s" % want,
