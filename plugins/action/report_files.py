@@ -11,6 +11,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.filter.core import to_nice_json
 
+from ansible_collections.topotune.instinct.plugins.module_utils.files import differs, read_text
+
 ARGUMENT_SPEC = {
     "directory": {"type": "str", "required": True},
     "documents": {"type": "dict", "required": True},
@@ -29,21 +31,6 @@ def plan(documents, directory):
             raise AnsibleActionFail("report_files: %r cannot be a file name (a host name without '/')" % (name,))
         entries.append((os.path.join(directory, name + ".json"), to_nice_json(documents[name]) + "\n"))
     return entries
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def differs(path, text, mode):
-    try:
-        return os.stat(path).st_mode & 0o7777 != mode or _read(path) != text
-    except OSError:
-        return True
 
 
 def write(path, text, mode):
@@ -73,8 +60,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("report_files: mode %r must be octal without the world-writable bit, e.g. '0644'" % mode_text)
         mode = int(mode_text, 8)
         entries = plan(args["documents"], args["directory"])
-        todo = [(path, text) for path, text in entries if differs(path, text, mode)]
-        before = {path: _read(path) for path, _text in todo} if self._task.diff else {}
+        todo = [(path, text) for path, text in entries if differs(path, text, mode, root_owned=False)]
+        before = {path: read_text(path) for path, _text in todo} if self._task.diff else {}
         if not self._task.check_mode:
             try:
                 for path, text in todo:
