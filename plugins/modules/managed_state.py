@@ -104,10 +104,10 @@ remaining:
 
 import json
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.files import write_atomic
 from ansible_collections.topotune.instinct.plugins.module_utils.managed_state import (
     build_manifest,
     dumps,
@@ -159,18 +159,7 @@ class ManagedState:
         return parse_systemctl_show(out, names)
 
     def write(self, text):
-        directory = os.path.dirname(self.path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".manifest.", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            self.module.atomic_move(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_atomic(self.module, self.path, text, 0o644, root_owned=False, temp_prefix=".manifest.")
 
     def record(self):
         before_text, previous = self.read_manifest(required=False)
