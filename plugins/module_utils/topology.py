@@ -23,6 +23,7 @@ amd_smi_list=None)``
 import os
 import subprocess
 
+from .cpu_topology import read_cpu_topology
 from .sysroot import SysrootError, read_text
 from .topology_amdsmi import parse_amdsmi
 from .topology_kfd import read_kfd
@@ -31,7 +32,8 @@ from .topology_rocmsmi import parse_rocmsmi
 
 SOURCES = ("kfd", "amd-smi", "rocm-smi")
 
-__all__ = ["SOURCES", "TopologyError", "cross_check_models", "discover", "load_capture", "run_command"]
+__all__ = ["SOURCES", "TopologyError", "attach_cpu_topology", "cross_check_models", "discover", "load_capture",
+           "run_command"]
 
 
 def run_command(argv, timeout=30):
@@ -118,6 +120,7 @@ def discover(source="auto", sysroot="/", cross_check=False, amd_smi="amd-smi", r
             except (TopologyError, SysrootError) as err:
                 primary.warn("cross-check: source %s unavailable: %s" % (other, err))
     cross_check_models(primary, others)
+    attach_cpu_topology(primary, sysroot)
     return primary.to_dict()
 
 
@@ -150,7 +153,17 @@ def load_capture(sysroot=None, kfd=None, rocm_smi=None, amd_smi=None, amd_smi_nu
     if not topos:
         raise TopologyError("no capture given: pass a sysroot, a KFD tree, amd-smi or rocm-smi output")
     cross_check_models(topos[0], topos[1:])
+    if sysroot is not None:
+        attach_cpu_topology(topos[0], sysroot)
     return topos[0].to_dict()
+
+
+def attach_cpu_topology(topo, sysroot):
+    """Add the node's CPU topology (packages, cores, L3 domains) read under ``sysroot`` to ``topo``."""
+    model, warnings = read_cpu_topology(sysroot, topo.numa_cpus)
+    topo.cpu_topology = model
+    for message in warnings:
+        topo.warn(message)
 
 
 def _match(primary, other):

@@ -19,6 +19,8 @@ Public API (standard library only):
     ``"50000-200000"`` -> ``{"min": 50000, "max": 200000}``; ``"N/A"``/``"0-0"`` -> ``None``.
 ``assign_physical(topo)``
     Fills ``physical_index``/``partition`` from PCI addresses (CPX partitions are PCI functions).
+``Topology.cpu_topology``
+    ``None`` or the CPU model of ``cpu_topology.read_cpu_topology`` (packages, cores, L3 domains).
 ``xgmi_cliques(n, edges)``
     Maximal cliques (size >= 2) of an undirected graph, each sorted, list sorted.
 """
@@ -137,6 +139,7 @@ class Topology:
         self.numa_cpus = {}
         self.warnings = []
         self.discrepancies = []
+        self.cpu_topology = None
 
     def warn(self, message):
         if message not in self.warnings:
@@ -203,6 +206,7 @@ class Topology:
             "links": [dict(self.links[k]) for k in sorted(self.links)],
         }
         model.update(derived)
+        model["cpu_topology"] = self.cpu_topology
         model["warnings"] = list(self.warnings)
         model["discrepancies"] = list(self.discrepancies)
         return model
