@@ -6,48 +6,63 @@ Public API (standard library only):
     Invalid options; the message names the option and the fix.
 ``DEFAULTS``
     Option defaults (the module's and the role's defaults mirror them).
+``TABLE_NAME``, ``ENV_FILE``
+    The wrapper's table file name in ``dest`` (``bind.table``); the pattern of group env file names.
 ``validate_options(options)``
     ``DEFAULTS`` merged with ``options``, every value checked; raises ``LaunchRenderError``.
-``gpu_binding(gpu, options)``
-    ``{"gpu", "numa_node", "cpus", "numactl": [args], "warning"}``: ``--cpunodebind=N --membind=N``, or
-    ``--physcpubind=<L3 cpus> --membind=N`` with ``cpu_binding: l3`` where a core set is known, or no
-    arguments (unbound, with a warning) when the NUMA node is unknown.
 ``plan(topology, options)``
-    Groups per configured size (``grouping.group_gpus``), bindings and the whole-group recipe per group.
+    Groups per configured size (``grouping.group_gpus``), the per-GPU binding (CPU set, NUMA node, L3 domain)
+    and the whole-group recipe per group.
 ``render(topology, options)``
-    ``{"files": [{"path", "content", "mode"}], "plan", "warnings"}``: the binding wrapper, one env file per
-    group (``<dest>/size<K>-group<G>.env``), ``<dest>/gres.conf`` and ``<dest>/README``.
+    ``{"files": [{"path", "content", "mode"}], "plan", "warnings"}``: the wrapper's table ``<dest>/bind.table``,
+    the wrapper itself when ``options["wrapper_content"]`` holds it (the role's static ``files/topotune-bind``),
+    one env file per group (``<dest>/size<K>-group<G>.env``), ``<dest>/gres.conf`` and ``<dest>/README``.
+
+Binding of a GPU (``cpu_binding``): ``numa`` = the CPUs of its NUMA node; ``l3`` = the L3 domain(s) assigned to
+it (``l3_domains``), or ``cpu_map[gpu]``; ``none`` = no binding. ``reserved_cpus`` are removed from every set
+(e.g. Frontier's first core of each L3 region). The wrapper intersects the set with the CPUs the process is
+allowed (Slurm step, cgroup cpuset) at run time, so the table holds the node's plan, not a job's.
 """
 
 import re
 
-from .cpulist import CpulistError, normalize
+from .cpulist import CpulistError, format_cpulist, normalize, parse
 from .grouping import GroupingError, group_gpus
+from .slurm_gres import render_gres
 from .sysroot import TopotuneError
 
 VISIBLE_ENVS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none")
 SCOPES = ("group", "rank")
 CPU_BINDINGS = ("numa", "l3", "none")
+TABLE_NAME = "bind.table"
+TABLE_FORMAT = 1
 ENV_FILE = re.compile(r"^size[0-9]+-group[0-9]+\.env$")
+# The wrapper's default table path; the module points it at <dest>/bind.table when dest is not the default.
+WRAPPER_TABLE_LINE = re.compile(r"^(TABLE=\$\{TOPOTUNE_LAUNCH_TABLE:-)(/[^}]*)(\})", re.M)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Values go unquoted into env files read by docker --env-file (no quote removal) and systemd
-# EnvironmentFile, and into the bash wrapper: keep them to characters that mean the same in all three.
+# EnvironmentFile, and into the wrapper's table: keep them to characters that mean the same in all three.
 _VALUE = re.compile(r"^[A-Za-z0-9_,.:/=+@%-]*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_./+-]+$")
+_NODE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 DEFAULTS = {
     "sizes": [2, 4, 8],
     "default_size": None,
     "dest": "/etc/topotune/launch",
     "wrapper_path": "/usr/local/bin/topotune-bind",
+    "wrapper_content": None,
+    "dev_dir": "/dev",
     "visible_devices_env": "ROCR_VISIBLE_DEVICES",
     "visible_devices_scope": "group",
     "cpu_binding": "numa",
     "cpu_map": {},
+    "reserved_cpus": "",
     "membind": True,
     "extra_env": {},
     "gres": True,
     "gres_type": "",
+    "node_name": "NODE",
     "header": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten.",
 }
 
@@ -58,6 +73,11 @@ class LaunchRenderError(TopotuneError, ValueError):
 
 def _fail(option, value, why, fix):
     raise LaunchRenderError("launch option %s=%r %s; %s" % (option, value, why, fix))
+
+
+def _check_value(option, text):
+    if not _VALUE.match(text):
+        _fail(option, text, "holds characters that env files and shells read differently", "use letters, digits and _,.:/=+@%-")
 
 
 def validate_options(options):
@@ -75,9 +95,10 @@ def validate_options(options):
                          ("cpu_binding", CPU_BINDINGS)):
         if opts[key] not in allowed:
             _fail(key, opts[key], "is not supported", "use one of %s" % ", ".join(allowed))
-    for key in ("dest", "wrapper_path"):
+    for key in ("dest", "wrapper_path", "dev_dir"):
         if not isinstance(opts[key], str) or not _ABS_PATH.match(opts[key]) or ".." in opts[key]:
             _fail(key, opts[key], "is not a plain absolute path", "use e.g. %s" % DEFAULTS[key])
+    opts["dev_dir"] = opts["dev_dir"].rstrip("/") or "/"
     cpu_map = {}
     if not isinstance(opts["cpu_map"], dict):
         _fail("cpu_map", opts["cpu_map"], "is not a mapping", "map GPU index to a cpulist, e.g. {4: '0-7,64-71'}")
@@ -88,6 +109,11 @@ def validate_options(options):
             _fail("cpu_map[%s]" % gpu, cpus, "is not a GPU index -> cpulist entry (%s)" % exc,
                   "map GPU index to a cpulist, e.g. {4: '0-7,64-71'}")
     opts["cpu_map"] = cpu_map
+    try:
+        opts["reserved_cpus"] = normalize(str(opts["reserved_cpus"] or ""))
+    except CpulistError as exc:
+        _fail("reserved_cpus", opts["reserved_cpus"], "is not a cpulist (%s)" % exc,
+              "list the CPUs no rank may use, e.g. '0,8,16' or ''")
     if not isinstance(opts["extra_env"], dict):
         _fail("extra_env", opts["extra_env"], "is not a mapping", "use NAME: value pairs")
     extra = {}
@@ -97,13 +123,17 @@ def validate_options(options):
             text = "1" if value else "0"
         if not _NAME.match(str(name)):
             _fail("extra_env", name, "is not an environment variable name", "use [A-Za-z_][A-Za-z0-9_]*")
-        if not _VALUE.match(text):
-            _fail("extra_env[%s]" % name, text, "holds characters that env files and shells read differently",
-                  "use letters, digits and _,.:/=+@%-")
+        _check_value("extra_env[%s]" % name, text)
         extra[str(name)] = text
     opts["extra_env"] = extra
-    if not isinstance(opts["gres_type"], str) or not _VALUE.match(opts["gres_type"]) or "," in opts["gres_type"]:
+    if not isinstance(opts["gres_type"], str) or not _VALUE.match(opts["gres_type"]) or any(
+            c in opts["gres_type"] for c in ",:="):
         _fail("gres_type", opts["gres_type"], "is not a plain Slurm GRES type", "use e.g. mi250x or ''")
+    if not isinstance(opts["node_name"], str) or not _NODE_NAME.match(opts["node_name"]):
+        _fail("node_name", opts["node_name"], "is not a Slurm node name", "use the node's short host name")
+    if opts["wrapper_content"] is not None and not isinstance(opts["wrapper_content"], str):
+        _fail("wrapper_content", type(opts["wrapper_content"]).__name__, "is not text",
+              "pass the content of the role's files/topotune-bind")
     opts["membind"] = bool(opts["membind"])
     opts["gres"] = bool(opts["gres"])
     opts["header"] = " ".join(str(opts["header"]).split())
@@ -119,34 +149,89 @@ def _cpus(text):
         return None
 
 
-def gpu_binding(gpu, options):
-    """numactl arguments binding one rank to the CPUs and memory of its GPU's NUMA node (or L3 set)."""
-    index = gpu["index"]
+def _node(gpu):
     node = gpu.get("numa_node")
-    node = node if isinstance(node, int) and not isinstance(node, bool) and node >= 0 else None
-    cpus = _cpus(gpu.get("cpus"))
-    result = {"gpu": index, "numa_node": node, "cpus": cpus, "numactl": [], "warning": None}
+    return node if isinstance(node, int) and not isinstance(node, bool) and node >= 0 else None
+
+
+def l3_domains(topology):
+    """GPU index -> (L3 domain indices, cpulist): each NUMA node's L3 domains shared out among its GPUs.
+
+    No interface reports which L3 (CCD) a GPU is closest to, so the rule is positional, as torchrun's
+    ``core-complex`` binding: the GPUs of a NUMA node in index order take its L3 domains in CPU order, in
+    contiguous blocks when there are at least as many domains as GPUs (8 GCDs / 8 L3 on MI250X: one each,
+    Frontier's table), else GPU i shares domain ``i * L // G``.
+    """
+    cpu = topology.get("cpu_topology") or {}
+    domains = cpu.get("l3") or []
+    result = {}
+    by_node = {}
+    for gpu in topology.get("gpus") or []:
+        node = _node(gpu)
+        if node is not None and isinstance(gpu.get("index"), int):
+            by_node.setdefault(node, []).append(gpu["index"])
+    for node, gpus in by_node.items():
+        local = [i for i, d in enumerate(domains) if d.get("numa_node") == node]
+        if not local:
+            continue
+        gpus = sorted(gpus)
+        count, nd = len(gpus), len(local)
+        for rank, gpu in enumerate(gpus):
+            if nd >= count:
+                chosen = local[rank * nd // count:(rank + 1) * nd // count]
+            else:
+                chosen = [local[rank * nd // count]]
+            cpus = format_cpulist(c for i in chosen for c in parse(domains[i]["cpus"]))
+            result[gpu] = (chosen, cpus)
+    return result
+
+
+def _numa_cpus(topology):
+    return {n["node"]: _cpus(n.get("cpus")) for n in topology.get("numa_nodes") or []
+            if isinstance(n, dict) and isinstance(n.get("node"), int)}
+
+
+def gpu_binding(gpu, options, numa_cpus, l3):
+    """The CPU set, NUMA node and nominal numactl arguments of one rank on ``gpu``."""
+    index = gpu["index"]
+    node = _node(gpu)
+    result = {"gpu": index, "numa_node": node, "cpus": None, "l3": None, "numactl": [], "warning": None}
     mode = options["cpu_binding"]
     if mode == "none":
         return result
-    l3 = options["cpu_map"].get(index) or _cpus(gpu.get("l3_cpus"))
-    if mode == "l3" and l3:
-        result["cpus"] = l3
-        result["numactl"] = ["--physcpubind=%s" % l3]
-        if node is not None and options["membind"]:
-            result["numactl"].append("--membind=%d" % node)
-        return result
-    if node is None:
-        result["warning"] = (
-            "GPU %d: NUMA node unknown (the kernel reports numa_node -1, as in VMs or firmware without SRAT "
-            "proximity): its ranks run unbound rather than on a guessed node; fix the firmware/VM NUMA "
-            "topology or set launch_templates_cpu_map" % index)
-        return result
-    result["numactl"] = ["--cpunodebind=%d" % node]
-    if options["membind"]:
-        result["numactl"].append("--membind=%d" % node)
+    cpus = None
     if mode == "l3":
-        result["warning"] = "GPU %d: no L3/CCD core set known, bound to NUMA node %d instead" % (index, node)
+        if index in options["cpu_map"]:
+            cpus = options["cpu_map"][index]
+        elif index in l3:
+            result["l3"] = l3[index][0]
+            cpus = l3[index][1]
+        elif node is not None:
+            result["warning"] = ("GPU %d: no L3 domain known on NUMA node %d (no cpu*/cache/index3 in sysfs, and "
+                                 "no launch_templates_cpu_map entry): bound to the NUMA node instead" % (index, node))
+    if cpus is None and node is not None:
+        cpus = numa_cpus.get(node) or _cpus(gpu.get("cpus"))
+    if cpus is None:
+        if node is None:
+            result["warning"] = (
+                "GPU %d: NUMA node unknown (the kernel reports numa_node -1, as in VMs or firmware without SRAT "
+                "proximity): its ranks run unbound rather than on a guessed node; fix the firmware/VM NUMA "
+                "topology or set launch_templates_cpu_map" % index)
+        else:
+            result["warning"] = "GPU %d: no CPU list known for NUMA node %d: its ranks run unbound" % (index, node)
+        return result
+    if options["reserved_cpus"]:
+        reserved = set(parse(options["reserved_cpus"]))
+        kept = format_cpulist(c for c in parse(cpus) if c not in reserved)
+        if not kept:
+            result["warning"] = ("GPU %d: launch_templates_reserved_cpus (%s) covers all of its CPUs %s: its ranks "
+                                 "run unbound" % (index, options["reserved_cpus"], cpus))
+            return result
+        cpus = kept
+    result["cpus"] = cpus
+    result["numactl"] = ["--physcpubind=%s" % cpus]
+    if node is not None and options["membind"]:
+        result["numactl"].append("--membind=%d" % node)
     return result
 
 
@@ -174,7 +259,9 @@ def plan(topology, options):
                                 "on a node with amdgpu loaded (or the right sysroot)")
     gpus = sorted((g for g in topology["gpus"] if isinstance(g, dict) and isinstance(g.get("index"), int)),
                   key=lambda g: g["index"])
-    bindings = {g["index"]: gpu_binding(g, opts) for g in gpus}
+    numa_cpus = _numa_cpus(topology)
+    l3 = l3_domains(topology) if opts["cpu_binding"] == "l3" else {}
+    bindings = {g["index"]: gpu_binding(g, opts, numa_cpus, l3) for g in gpus}
     warnings = [b["warning"] for b in bindings.values() if b["warning"]]
     sizes = []
     wanted = opts["sizes"]
@@ -185,8 +272,6 @@ def plan(topology, options):
             warnings.append("group size %d skipped: %s" % (size, exc))
             continue
         warnings.extend(result["warnings"])
-        result["recipes"] = [_group_recipe(group, bindings, opts) for group in result["groups"]]
-        result["order"] = [g for group in result["groups"] for g in group]
         sizes.append(result)
     if not sizes:
         # Degraded, not failed: per-GPU bindings still place every rank right (e.g. a CPX node missing a partition).
@@ -194,10 +279,10 @@ def plan(topology, options):
             "none of launch_templates_sizes %s divides the %d GPUs of this node: writing per-GPU groups (size 1) "
             "only; a node short of GPUs or partitions needs attention (platform checks: gpu count)"
             % (wanted, len(gpus)))
-        result = group_gpus(topology, 1)
+        sizes.append(group_gpus(topology, 1))
+    for result in sizes:
         result["recipes"] = [_group_recipe(group, bindings, opts) for group in result["groups"]]
         result["order"] = [g for group in result["groups"] for g in group]
-        sizes.append(result)
     default = opts["default_size"]
     if default is None or default not in [s["size"] for s in sizes]:
         default = sizes[0]["size"]
@@ -205,43 +290,60 @@ def plan(topology, options):
             "options": opts, "warnings": warnings}
 
 
-def _bash_words(values):
-    return " ".join(str(v) for v in values)
+def _dash(value):
+    return "-" if value is None or value == "" else str(value)
 
 
-def render_wrapper(p):
+def gres_indices(p):
+    """GPU index -> its position in gres.conf (GPUs with a known render node, in index order)."""
+    listed = [g["index"] for g in p["gpus"] if isinstance(g.get("render_minor"), int)]
+    return {gpu: position for position, gpu in enumerate(listed)}
+
+
+def render_table(p):
+    """The wrapper's table: options, one line per GPU, the rank order and groups of every size, extra env."""
     opts = p["options"]
-    visible = "" if opts["visible_devices_env"] == "none" else opts["visible_devices_env"]
-    lines = []
-    for s in p["sizes"]:
-        lines.append("ORDER[%d]=\"%s\"" % (s["size"], _bash_words(s["order"])))
-        lines.append("NGROUPS[%d]=%d" % (s["size"], len(s["groups"])))
-        for g, members in enumerate(s["groups"]):
-            lines.append("GROUP[%d:%d]=\"%s\"" % (s["size"], g, _bash_words(members)))
+    gres = gres_indices(p)
+    lines = [
+        "# " + opts["header"],
+        "# topotune-bind table, generated from this node's topology by topotune.instinct.launch_templates.",
+        "format %d" % TABLE_FORMAT,
+        "sizes %s" % " ".join(str(s["size"]) for s in p["sizes"]),
+        "default_size %d" % p["default_size"],
+        "visible %s" % opts["visible_devices_env"],
+        "scope %s" % opts["visible_devices_scope"],
+        "membind %d" % (1 if opts["membind"] and opts["cpu_binding"] != "none" else 0),
+        "devdir %s" % opts["dev_dir"],
+        "# gpu INDEX GRES_INDEX RENDER_MINOR NUMA_NODE CPUS (- = unknown)",
+    ]
     for gpu in p["gpus"]:
-        lines.append("BIND[%d]=\"%s\"" % (gpu["index"], _bash_words(p["bindings"][gpu["index"]]["numactl"])))
-    extra = "".join("export %s=%s\n" % (k, v) for k, v in sorted(opts["extra_env"].items()))
-    return WRAPPER % {
-        "header": opts["header"],
-        "name": opts["wrapper_path"].rsplit("/", 1)[-1],
-        "dest": opts["dest"],
-        "sizes": _bash_words(s["size"] for s in p["sizes"]),
-        "default_size": p["default_size"],
-        "visible": visible,
-        "scope": opts["visible_devices_scope"],
-        "tables": "\n".join(lines),
-        "extra": extra,
-    }
+        b = p["bindings"][gpu["index"]]
+        lines.append("gpu %d %s %s %s %s" % (gpu["index"], _dash(gres.get(gpu["index"])), _dash(gpu.get("render_minor")),
+                                             _dash(b["numa_node"]), _dash(b["cpus"])))
+    for s in p["sizes"]:
+        lines.append("order %d %s" % (s["size"], " ".join(str(g) for g in s["order"])))
+        for number, members in enumerate(s["groups"]):
+            lines.append("group %d %d %s" % (s["size"], number, " ".join(str(g) for g in members)))
+    for name, value in sorted(opts["extra_env"].items()):
+        lines.append("env %s %s" % (name, value))
+    return "\n".join(lines) + "\n"
+
+
+def container_indices(members):
+    """Visible-device indices of ``members`` inside a container given only their render nodes.
+
+    ROCr enumerates only the GPUs whose render node the process can open (libhsakmt skips the others), in KFD
+    order, so inside such a container the group's GPUs are 0..k-1 in host index order.
+    """
+    local = {gpu: position for position, gpu in enumerate(sorted(members))}
+    return [local[g] for g in members]
 
 
 def render_env(p, size, group):
     opts = p["options"]
     recipe = size["recipes"][group]
     members = size["groups"][group]
-    cpus = []
-    for g in members:
-        if p["bindings"][g]["cpus"]:
-            cpus.append(p["bindings"][g]["cpus"])
+    cpus = [p["bindings"][g]["cpus"] for g in members if p["bindings"][g]["cpus"]]
     cpu_text = normalize(",".join(cpus)) if cpus and not recipe["numa_unknown"] else ""
     env = [
         ("TOPOTUNE_GROUP_SIZE", str(size["size"])),
@@ -249,56 +351,39 @@ def render_env(p, size, group):
         ("TOPOTUNE_GROUP_GPUS", ",".join(str(g) for g in members)),
     ]
     if opts["visible_devices_env"] != "none":
-        env.append((opts["visible_devices_env"], ",".join(str(g) for g in members)))
+        env.append((opts["visible_devices_env"], ",".join(str(i) for i in container_indices(members))))
     env.append(("TOPOTUNE_NUMA_NODES", ",".join(str(n) for n in recipe["numa_nodes"]) if recipe["numactl"] else ""))
     env.append(("TOPOTUNE_CPUS", cpu_text))
     env.append(("HSA_OVERRIDE_CPU_AFFINITY_DEBUG", "0"))
     env.extend(sorted(opts["extra_env"].items()))
     head = [
         "# " + opts["header"],
-        "# topotune launch group %d of size %d: GPUs %s" % (group, size["size"], ",".join(str(g) for g in members)),
+        "# topotune launch group %d of size %d: host GPUs %s" % (group, size["size"], ",".join(str(g) for g in members)),
         "# %s" % size["explanations"][group],
-        "# whole-group launch: %s" % recipe["recipe"],
-        "# KEY=VALUE for docker --env-file and systemd EnvironmentFile= (values are never quoted)",
+        "# For a container given only this group's render nodes (topotune.instinct.container_runtime group flags):",
+        "# ROCm numbers the GPUs it can open from 0, so the visible-device indices here are the container's own.",
+        "# On the host, launch through %s --size %d --group %d, which maps host GPUs itself."
+        % (opts["wrapper_path"], size["size"], group),
+        "# KEY=VALUE for docker --env-file (values are never quoted)",
     ]
     return "\n".join(head + ["%s=%s" % kv for kv in env]) + "\n"
-
-
-def render_gres(p):
-    opts = p["options"]
-    lines = [
-        "# " + opts["header"],
-        "# Slurm gres.conf fragment generated by topotune from the GPU topology (replaces AutoDetect=rsmi,",
-        "# which needs the retired rocm-smi library). Cores= are the GPU's NUMA-local CPUs: Slurm 24.05.5+",
-        "# drains the node unless they align with its socket boundaries, so set",
-        "# SlurmdParameters=numa_node_as_socket (or l3cache_as_socket) when NUMA nodes are smaller than sockets.",
-    ]
-    type_part = " Type=%s" % opts["gres_type"] if opts["gres_type"] else ""
-    for gpu in p["gpus"]:
-        b = p["bindings"][gpu["index"]]
-        minor = gpu.get("render_minor")
-        if not isinstance(minor, int):
-            lines.append("# GPU %d (%s): render node unknown, not listed" % (gpu["index"], gpu.get("bdf")))
-            continue
-        lines.append("# GPU %d %s NUMA %s" % (gpu["index"], gpu.get("bdf") or "",
-                                              "unknown" if b["numa_node"] is None else b["numa_node"]))
-        cores = " Cores=%s" % b["cpus"] if b["cpus"] and b["numa_node"] is not None else ""
-        lines.append("Name=gpu%s File=/dev/dri/renderD%d%s" % (type_part, minor, cores))
-    return "\n".join(lines) + "\n"
 
 
 def render_readme(p, topology):
     opts = p["options"]
     name = opts["wrapper_path"]
+    binding = opts["cpu_binding"] + ("" if opts["membind"] else " (no --membind)")
+    if opts["reserved_cpus"]:
+        binding += ", reserved CPUs %s excluded" % opts["reserved_cpus"]
     out = [
         "# " + opts["header"],
         "topotune launch configuration",
         "=============================",
         "",
-        "Topology source: %s; %d GPUs. Visible-device variable: %s (scope: %s). CPU binding: %s%s." % (
-            topology.get("source"), len(p["gpus"]), opts["visible_devices_env"], opts["visible_devices_scope"],
-            opts["cpu_binding"], "" if opts["membind"] else " (no --membind)"),
+        "Topology source: %s; %d GPUs. Visible-device variable: %s (scope: %s). CPU binding: %s." % (
+            topology.get("source"), len(p["gpus"]), opts["visible_devices_env"], opts["visible_devices_scope"], binding),
         "",
+        "Per-rank binding on this node (the wrapper also keeps it within the CPUs the job or container allows):",
         "GPU  BDF           render  NUMA     CPUs            per-rank numactl",
     ]
     for gpu in p["gpus"]:
@@ -315,141 +400,62 @@ def render_readme(p, topology):
             "  rank order without --group: %s" % ",".join(str(g) for g in s["order"])]
         for g in range(len(s["groups"])):
             out.append("  group %d: %s" % (g, s["explanations"][g]))
-            out.append("    env file: %s/size%d-group%d.env" % (opts["dest"], s["size"], g))
-            out.append("    whole-group launch: %s" % s["recipes"][g]["recipe"])
+            out.append("    container env file: %s/size%d-group%d.env" % (opts["dest"], s["size"], g))
+            out.append("    whole-group launch on the host: %s" % s["recipes"][g]["recipe"])
     out += [
         "",
         "Usage (one process per GPU; the local rank comes from --rank, LOCAL_RANK, SLURM_LOCALID,",
-        "OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or PALS_LOCAL_RANKID):",
+        "OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID or PALS_LOCAL_RANKID; under Slurm the step's GPUs come",
+        "from SLURM_STEP_GPUS, in a container from the render nodes it can open):",
         "  torchrun --nproc-per-node=N --no-python %s [--size K --group G] python train.py" % name,
-        "  srun --ntasks-per-node=N --cpu-bind=none --gpu-bind=none %s python app.py" % name,
+        "  srun --ntasks-per-node=N --gres=gpu:N --cpu-bind=none %s python app.py" % name,
         "  mpirun -np N --bind-to none %s ./app" % name,
-        "  docker run --env-file %s/size<K>-group<G>.env ..." % opts["dest"],
+        "  docker run $(grep -v '^#' /etc/topotune/containers/group-G.flags) IMAGE ...",
         "  %s --print --rank R -- cmd   (show the binding without running)" % name,
-        "Slurm gres.conf fragment: %s/gres.conf" % opts["dest"],
+        "Table read by the wrapper: %s/%s" % (opts["dest"], TABLE_NAME),
     ]
+    if opts["gres"]:
+        out.append("Slurm gres.conf fragment: %s/gres.conf" % opts["dest"])
     if p["warnings"]:
         out += ["", "Warnings:"] + ["  - " + w for w in p["warnings"]]
     return "\n".join(out) + "\n"
+
+
+def wrapper_text(content, dest):
+    """The static wrapper with its default table path pointed at ``dest`` (one line changes)."""
+    table = "%s/%s" % (dest, TABLE_NAME)
+    if not WRAPPER_TABLE_LINE.search(content):
+        raise LaunchRenderError("the wrapper given as wrapper_content has no TABLE=${TOPOTUNE_LAUNCH_TABLE:-...} "
+                                "line: pass the role's files/topotune-bind unchanged")
+    return WRAPPER_TABLE_LINE.sub(lambda m: m.group(1) + table + m.group(3), content, count=1)
 
 
 def render(topology, options):
     """Every file of the launch configuration, as ``{"path", "content", "mode"}`` dicts."""
     p = plan(topology, options)
     opts = p["options"]
-    files = [{"path": opts["wrapper_path"], "content": render_wrapper(p), "mode": "0755"}]
+    files = []
+    if opts["wrapper_content"] is not None:
+        files.append({"path": opts["wrapper_path"], "content": wrapper_text(opts["wrapper_content"], opts["dest"]),
+                      "mode": "0755"})
+    files.append({"path": "%s/%s" % (opts["dest"], TABLE_NAME), "content": render_table(p), "mode": "0644"})
     for s in p["sizes"]:
         for g in range(len(s["groups"])):
             files.append({"path": "%s/size%d-group%d.env" % (opts["dest"], s["size"], g),
                           "content": render_env(p, s, g), "mode": "0644"})
+    gres = None
     if opts["gres"]:
-        files.append({"path": opts["dest"] + "/gres.conf", "content": render_gres(p), "mode": "0644"})
+        gres = render_gres(topology, p["gpus"], p["bindings"], gres_indices(p), opts)
+        p["warnings"].extend(gres["warnings"])
+        files.append({"path": opts["dest"] + "/gres.conf", "content": gres["content"], "mode": "0644"})
     files.append({"path": opts["dest"] + "/README", "content": render_readme(p, topology), "mode": "0644"})
     summary = {
         "default_size": p["default_size"],
-        "sizes": [{k: s[k] for k in ("size", "groups", "score", "explanations", "exact", "method", "recipes")}
+        "options": {k: opts[k] for k in ("visible_devices_env", "visible_devices_scope", "cpu_binding", "membind",
+                                         "reserved_cpus", "dest", "wrapper_path")},
+        "sizes": [{k: s[k] for k in ("size", "groups", "score", "explanations", "exact", "method", "recipes", "order")}
                   for s in p["sizes"]],
         "bindings": [p["bindings"][g["index"]] for g in p["gpus"]],
+        "gres": gres["summary"] if gres else None,
     }
     return {"files": files, "plan": summary, "warnings": p["warnings"]}
-
-
-WRAPPER = r"""#!/bin/bash
-# %(header)s
-# %(name)s: run one local rank bound to the CPUs and memory of its GPU's NUMA node (topotune).
-# Generated from this node's GPU topology; the groups and bindings are explained in %(dest)s/README.
-set -u
-
-SIZES="%(sizes)s"
-DEFAULT_SIZE=%(default_size)s
-VISIBLE_VAR="%(visible)s"
-SCOPE="%(scope)s"
-declare -A ORDER NGROUPS GROUP BIND
-%(tables)s
-
-prog=${0##*/}
-die() { echo "$prog: $*" >&2; exit 2; }
-usage() {
-    cat <<EOF
-usage: $prog [--size K] [--group G] [--rank R] [--print] [--] command [args...]
-Runs command for local rank R on its GPU, under numactl bound to that GPU's NUMA node, with
-HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0 so ROCm helper threads keep the binding.
-  --size K    group size whose rank order is used (sizes: $SIZES; default \${TOPOTUNE_GROUP_SIZE:-$DEFAULT_SIZE})
-  --group G   run inside group G of size K (ranks 0..K-1); default \$TOPOTUNE_GROUP or the whole node
-  --rank R    local rank; default LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK,
-              MPI_LOCALRANKID or PALS_LOCAL_RANKID
-  --print     print the environment and command instead of running it (alias --dry-run)
-  --list      print every group of every size
-TOPOTUNE_BIND_NUMACTL overrides the numactl binary.
-EOF
-}
-
-size=${TOPOTUNE_GROUP_SIZE:-$DEFAULT_SIZE}
-group=${TOPOTUNE_GROUP:-}
-rank=
-print=0
-while [ $# -gt 0 ]; do
-    case $1 in
-        --size) [ $# -ge 2 ] || die "--size needs a value"; size=$2; shift 2 ;;
-        --size=*) size=${1#*=}; shift ;;
-        --group) [ $# -ge 2 ] || die "--group needs a value"; group=$2; shift 2 ;;
-        --group=*) group=${1#*=}; shift ;;
-        --rank) [ $# -ge 2 ] || die "--rank needs a value"; rank=$2; shift 2 ;;
-        --rank=*) rank=${1#*=}; shift ;;
-        --print|--dry-run) print=1; shift ;;
-        --list)
-            for k in $SIZES; do
-                g=0
-                while [ "$g" -lt "${NGROUPS[$k]}" ]; do echo "size $k group $g: GPUs ${GROUP[$k:$g]}"; g=$((g + 1)); done
-            done
-            exit 0 ;;
-        -h|--help) usage; exit 0 ;;
-        --) shift; break ;;
-        -*) die "unknown option $1 (see --help)" ;;
-        *) break ;;
-    esac
-done
-[ $# -gt 0 ] || [ "$print" = 1 ] || die "no command given (see --help)"
-
-source_var=--rank
-if [ -z "$rank" ]; then
-    for var in LOCAL_RANK SLURM_LOCALID OMPI_COMM_WORLD_LOCAL_RANK MPI_LOCALRANKID PALS_LOCAL_RANKID; do
-        if [ -n "${!var:-}" ]; then rank=${!var}; source_var=$var; break; fi
-    done
-fi
-[ -n "$rank" ] || die "no local rank: pass --rank N or run under torchrun, srun or mpirun"
-case $rank in ''|*[!0-9]*) die "local rank '$rank' (from $source_var) is not a number" ;; esac
-case $size in ''|*[!0-9]*) die "group size '$size' is not a number; sizes: $SIZES" ;; esac
-[ -n "${ORDER[$size]+x}" ] || die "group size $size is not generated on this node; sizes: $SIZES"
-if [ -n "$group" ]; then
-    case $group in *[!0-9]*) die "group '$group' is not a number" ;; esac
-    [ "$group" -lt "${NGROUPS[$size]}" ] || die "group $group does not exist for size $size (0..$((NGROUPS[$size] - 1)))"
-    read -r -a members <<<"${GROUP[$size:$group]}"
-else
-    read -r -a members <<<"${ORDER[$size]}"
-fi
-[ "$rank" -lt "${#members[@]}" ] || die "local rank $rank (from $source_var) >= ${#members[@]} GPUs in this layout"
-gpu=${members[$rank]}
-
-if [ "$SCOPE" = rank ]; then visible=$gpu; else visible=$(IFS=,; echo "${members[*]}"); fi
-export TOPOTUNE_GPU=$gpu TOPOTUNE_LOCAL_RANK=$rank TOPOTUNE_GROUP_SIZE=$size
-export HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0
-[ -z "$VISIBLE_VAR" ] || export "$VISIBLE_VAR=$visible"
-%(extra)s
-read -r -a bind <<<"${BIND[$gpu]}"
-if [ "${#bind[@]}" -eq 0 ]; then
-    echo "$prog: warning: GPU $gpu has no known NUMA node; running unbound" >&2
-    cmd=("$@")
-else
-    cmd=("${TOPOTUNE_BIND_NUMACTL:-numactl}" "${bind[@]}" -- "$@")
-fi
-if [ "$print" = 1 ]; then
-    [ -z "$VISIBLE_VAR" ] || echo "$VISIBLE_VAR=$visible"
-    echo "HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0"
-    echo "TOPOTUNE_GPU=$gpu"
-    printf '%%q ' "${cmd[@]}"
-    echo
-    exit 0
-fi
-exec "${cmd[@]}"
-"""

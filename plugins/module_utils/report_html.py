@@ -4,7 +4,8 @@ Public API (standard library only, Python 3.8+):
 
 ``SECTIONS``
     The per-node sections and their sub-directories of the report directory:
-    ``topology/<host>.json`` (the topology model), ``checks/<host>.json`` (platform checks),
+    ``topology/<host>.json`` (the topology model), ``launch/<host>.json`` (the launch plan the launch_templates
+    role applied: groups, bindings, gres summary), ``checks/<host>.json`` (platform checks),
     ``drift/<host>.json`` (drift of managed settings), ``benchmark/<host>.json`` (rccl-tests run, comparison,
     advice). ``run/summary.json`` (failed / unreachable hosts of the last play run) is read too.
 ``load_report_dir(path)``
@@ -30,12 +31,8 @@ import os
 import re
 import time
 
-from .grouping import GroupingError
-from .launch_render import LaunchRenderError, gpu_binding, plan, validate_options
-from .sysroot import TopotuneError
 
-SECTIONS = ("topology", "checks", "drift", "benchmark")
-GROUP_SIZES = (2, 4, 8)
+SECTIONS = ("topology", "launch", "checks", "drift", "benchmark")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 _HOST_FILE = re.compile(r"^(.+)\.json$")
 _STATUS_ORDER = {"fail": 0, "warn": 1, "unknown": 2, "pass": 3}
@@ -76,6 +73,9 @@ def _shape_error(section, data):
     if section == "topology":
         if not isinstance(data.get("gpus"), list):
             return "no 'gpus' list: not a topotune topology model (playbooks/topology.yml writes it)"
+    elif section == "launch":
+        if not isinstance(data.get("bindings"), list) or not isinstance(data.get("sizes"), list):
+            return "no 'bindings'/'sizes' lists: not a launch_templates plan (playbooks/site.yml records it)"
     elif section == "checks":
         if not isinstance(data.get("results"), list):
             return "no 'results' list: not platform_checks output"
@@ -517,49 +517,50 @@ def _render_topology(topology):
     return "".join(out)
 
 
-def _render_groups(topology):
+def _render_launch(launch):
+    """The launch plan the launch_templates role applied on the node (its module's returned ``plan``)."""
     out = ["<h3>GPU groups and per-rank binding</h3>"]
-    options = validate_options({"sizes": list(GROUP_SIZES)})
-    gpus = sorted((g for g in topology["gpus"] if isinstance(g, dict) and _int(g.get("index")) is not None),
-                  key=lambda g: g["index"])
-    try:
-        result = plan(topology, options)
-    except (LaunchRenderError, GroupingError, TopotuneError) as err:
-        result = None
-        out.append('<p class="note">No groups: %s</p>' % esc(err))
-    order = [g["index"] for g in gpus]
-    if result:
-        for size in result["sizes"]:
-            rows = []
-            for number, (group, why, recipe) in enumerate(zip(size["groups"], size["explanations"], size["recipes"])):
-                numa = [str(n) for n in recipe["numa_nodes"]] + (["unknown"] if recipe["numa_unknown"] else [])
-                rows.append((number, ",".join(str(g) for g in group), ("nw", ", ".join(numa)),
-                             why, "<code>%s</code>" % esc(recipe["recipe"])))
-            note = "" if size.get("exact") else " (%s, not exact)" % esc(size.get("method"))
-            out.append("<p>Groups of %d%s: %s xGMI-connected GPU pairs inside the groups; NUMA nodes per group, "
-                       "summed: %s.</p>"
-                       % (size["size"], note, esc(size["score"].get("xgmi_pairs")), esc(size["score"].get("numa_spread"))))
-            out.append(_maybe_fold("Groups of %d" % size["size"],
-                                   _table(("group", "GPUs", "NUMA", "why", "recipe"), rows, numeric=(0,), raw_cols=(4,)),
-                                   len(rows)))
-        skipped = [w for w in result["warnings"] if w.startswith(("group size", "none of launch_templates_sizes"))]
-        for warning in skipped:
-            out.append('<p class="note">%s</p>' % esc(warning))
-        default = [s for s in result["sizes"] if s["size"] == result["default_size"]]
-        if default:
-            order = default[0]["order"]
-            out.append("<p>Local rank r runs on the r-th GPU of the groups-of-%d order (<code>topotune-bind</code>):</p>"
-                       % result["default_size"])
-    by_index = {g["index"]: g for g in gpus}
+    options = launch.get("options") if isinstance(launch.get("options"), dict) else {}
+    sizes = [s for s in launch.get("sizes") or [] if isinstance(s, dict)]
+    bindings = {b.get("gpu"): b for b in launch.get("bindings") or [] if isinstance(b, dict)}
+    out.append("<p>As applied: CPU binding %s%s, visible-devices variable %s (scope %s)%s.</p>" % (
+        esc(options.get("cpu_binding", "?")), "" if options.get("membind", True) else " (no memory binding)",
+        esc(options.get("visible_devices_env", "?")), esc(options.get("visible_devices_scope", "?")),
+        ", reserved CPUs %s" % esc(options["reserved_cpus"]) if options.get("reserved_cpus") else ""))
+    for size in sizes:
+        rows = []
+        for number, (group, why, recipe) in enumerate(zip(size.get("groups") or [], size.get("explanations") or [],
+                                                          size.get("recipes") or [])):
+            numa = [str(n) for n in recipe.get("numa_nodes") or []] + (["unknown"] if recipe.get("numa_unknown") else [])
+            rows.append((number, ",".join(str(g) for g in group), ("nw", ", ".join(numa)),
+                         why, "<code>%s</code>" % esc(recipe.get("recipe"))))
+        score = size.get("score") if isinstance(size.get("score"), dict) else {}
+        note = "" if size.get("exact") else " (%s, not exact)" % esc(size.get("method"))
+        out.append("<p>Groups of %s%s: %s xGMI-connected GPU pairs inside the groups; NUMA nodes per group, "
+                   "summed: %s.</p>" % (esc(size.get("size")), note, esc(score.get("xgmi_pairs")), esc(score.get("numa_spread"))))
+        out.append(_maybe_fold("Groups of %s" % size.get("size"),
+                               _table(("group", "GPUs", "NUMA", "why", "recipe"), rows, numeric=(0,), raw_cols=(4,)),
+                               len(rows)))
+    default = [s for s in sizes if s.get("size") == launch.get("default_size")]
+    order = default[0].get("order") if default else sorted(bindings)
+    if default:
+        out.append("<p>Local rank r runs on the r-th GPU of the groups-of-%s order (<code>topotune-bind</code>), within "
+                   "the GPUs and CPUs the job or container allows:</p>" % esc(launch.get("default_size")))
+    gres = launch.get("gres") if isinstance(launch.get("gres"), dict) else {}
+    cores = {line.get("gpu"): line.get("cores") for line in gres.get("lines") or [] if isinstance(line, dict)}
     rows = []
-    for rank, index in enumerate(order):
-        gpu = by_index[index]
-        binding = gpu_binding(gpu, options)
-        rows.append((rank, index, gpu.get("bdf") or "-", _numa_text(binding["numa_node"]), ("nw", binding["cpus"] or "-"),
-                     "<code>%s</code>" % esc(" ".join(binding["numactl"]) or "(unbound)"),
-                     ("st-warn", binding["warning"]) if binding["warning"] else ""))
-    table = _table(("local rank", "GPU", "BDF", "NUMA", "CPUs", "numactl", "note"), rows, numeric=(0, 1), raw_cols=(5,))
+    for rank, index in enumerate(order or []):
+        binding = bindings.get(index) or {}
+        rows.append((rank, index, _numa_text(binding.get("numa_node")), ("nw", binding.get("cpus") or "-"),
+                     "<code>%s</code>" % esc(" ".join(binding.get("numactl") or []) or "(unbound)"),
+                     ("nw", cores.get(index) or "-"),
+                     ("st-warn", binding["warning"]) if binding.get("warning") else ""))
+    table = _table(("local rank", "GPU", "NUMA", "CPUs", "numactl", "Slurm cores", "note"), rows, numeric=(0, 1),
+                   raw_cols=(4,))
     out.append(_maybe_fold("Per-rank binding", table, len(rows)))
+    if gres.get("node_line"):
+        out.append("<p>Slurm: <code>%s</code>%s</p>" % (esc(gres["node_line"]), (
+            " with <code>SlurmdParameters=%s</code>" % esc(gres["socket_parameter"])) if gres.get("socket_parameter") else ""))
     return "".join(out)
 
 
@@ -686,8 +687,9 @@ def _render_benchmark(bench):
     return "".join(out)
 
 
-_RENDERERS = (("topology", "Topology", _render_topology), ("checks", "Platform checks", _render_checks),
-              ("drift", "Drift", _render_drift), ("benchmark", "Benchmark", _render_benchmark))
+_RENDERERS = (("topology", "Topology", _render_topology), ("launch", "GPU groups and per-rank binding", _render_launch),
+              ("checks", "Platform checks", _render_checks), ("drift", "Drift", _render_drift),
+              ("benchmark", "Benchmark", _render_benchmark))
 
 
 def _render_node(number, host, sections, status):
@@ -697,14 +699,9 @@ def _render_node(number, host, sections, status):
         note = _section_state(entry, what)
         if note:
             out.append("<h3>%s</h3>%s" % (esc(what), note))
-            if key == "topology":
-                out.append("<h3>GPU groups and per-rank binding</h3>"
-                           '<p class="missing">GPU groups and binding: need the topology</p>')
             continue
         try:
             out.append(renderer(entry["data"]))
-            if key == "topology":
-                out.append(_render_groups(entry["data"]))
         except Exception as err:  # noqa: BLE001 - a malformed record must degrade one section, not the report
             out.append('<p class="unreadable">%s: unreadable: %s in %s: %s</p>'
                        % (esc(what), esc(type(err).__name__), esc(entry.get("file")), esc(err)))

@@ -11,14 +11,17 @@ author: topotune contributors (@topotune)
 short_description: Write xGMI/NUMA-aware launch files for a GPU node in one call
 description:
   - Groups the node's GPUs for every size in O(sizes) so collectives stay on the fastest xGMI links
-    (exact optimum up to 16 GPUs, hierarchical for partitioned CPX nodes), then writes, atomically and only
-    where the content, mode or owner differs
-  - the per-rank binding wrapper O(wrapper_path), which picks the GPU of the local rank (C(--rank),
-    C(LOCAL_RANK), C(SLURM_LOCALID), C(OMPI_COMM_WORLD_LOCAL_RANK), ...), exports the visible-devices
-    variable and C(HSA_OVERRIDE_CPU_AFFINITY_DEBUG=0), and execs the command under
-    C(numactl --cpunodebind=N --membind=N) of that GPU's NUMA node;
-  - one C(KEY=VALUE) env file per group (C(<dest>/size<K>-group<G>.env)) for C(docker --env-file) and
-    systemd C(EnvironmentFile=); a Slurm C(gres.conf) fragment; a human-readable C(<dest>/README).
+    (exact optimum up to 16 GPUs, hierarchical for partitioned CPX nodes), works out each GPU's CPU set (its NUMA
+    node, or its L3 domain with O(cpu_binding=l3)), then writes, atomically and only where the content, mode or
+    owner differs
+  - the table C(<dest>/bind.table) read by the binding wrapper, and the wrapper itself when O(wrapper_content)
+    holds it (the role passes its static C(files/topotune-bind)). The wrapper runs each local rank on its GPU
+    within the GPUs Slurm or the container gives the process, and under C(numactl --physcpubind) of the GPU's
+    CPUs intersected with the CPUs the process may use, plus C(--membind) of its NUMA node;
+  - one C(KEY=VALUE) env file per group (C(<dest>/size<K>-group<G>.env)) for a container given only that
+    group's devices (visible-device indices as ROCm numbers them inside it);
+  - a Slurm C(gres.conf) fragment (logical core indices in C(Cores=), C(Type=), C(Links=) from the xGMI model,
+    C(Flags=amd_gpu_env), the socket-alignment parameter and the matching node line); a readable C(<dest>/README).
   - Env files of sizes no longer configured are removed. GPUs whose NUMA node is unknown (C(numa_node -1))
     are left unbound with a warning rather than bound to a guessed node. Sizes that do not divide the GPU
     count are skipped with a warning.
@@ -26,7 +29,7 @@ options:
   topology:
     description:
       - The topology model returned by M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after
-        C(playbooks/topology.yml)).
+        C(playbooks/topology.yml)). Its C(cpu_topology) gives Slurm core indices and L3 domains.
     type: dict
     required: true
   sizes:
@@ -38,44 +41,63 @@ options:
     description: Size the wrapper uses without C(--size)/C(TOPOTUNE_GROUP_SIZE); default the smallest size.
     type: int
   dest:
-    description: Directory for the env files, C(gres.conf) and C(README).
+    description: Directory for the table, the env files, C(gres.conf) and C(README).
     type: path
     default: /etc/topotune/launch
   wrapper_path:
     description: Path of the binding wrapper.
     type: path
     default: /usr/local/bin/topotune-bind
+  wrapper_content:
+    description:
+      - Content of the binding wrapper (the role's C(files/topotune-bind)); its default table path is pointed at
+        O(dest). Without it the wrapper is not written (only its table and the other files).
+    type: str
+  dev_dir:
+    description:
+      - Directory holding C(dri/renderD*) on the node (C(/dev); C(<sysroot>/dev) on simulated nodes): the
+        C(File=) of gres.conf and where the wrapper tests which GPUs the process can open.
+    type: path
+    default: /dev
   visible_devices_env:
     description:
       - Variable that restricts the GPUs a rank sees. AMD documents C(ROCR_VISIBLE_DEVICES) for Linux;
-        C(HIP_VISIBLE_DEVICES) indexes are applied after it, so only one is set. C(none) sets neither.
+        C(HIP_VISIBLE_DEVICES) indexes are applied after it, so only one is set (the wrapper unsets the others,
+        Slurm's C(CUDA_VISIBLE_DEVICES) and C(GPU_DEVICE_ORDINAL) included). C(none) sets and unsets nothing.
     type: str
     choices: [ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, none]
     default: ROCR_VISIBLE_DEVICES
   visible_devices_scope:
     description:
-      - C(group) makes all GPUs of the rank's group visible in group order (the application selects device
-        C(LOCAL_RANK); peers stay visible for RCCL IPC); C(rank) makes only the rank's GPU visible (device 0).
+      - C(group) makes all GPUs of the rank's group (or step) visible in group order (the application selects
+        device C(LOCAL_RANK); peers stay visible for RCCL IPC); C(rank) makes only the rank's GPU visible (device 0).
     type: str
     choices: [group, rank]
     default: group
   cpu_binding:
     description:
-      - C(numa) binds CPUs and memory to the GPU's NUMA node; C(l3) binds CPUs to the GPU's L3/CCD core set
-        from O(cpu_map) (or the model's C(l3_cpus)), falling back to C(numa); C(none) only sets the env.
+      - C(numa) binds CPUs and memory to the GPU's NUMA node; C(l3) binds CPUs to the GPU's L3 domain(s) (the
+        NUMA node's L3 domains shared out among its GPUs in index order; O(cpu_map) overrides), memory to the
+        NUMA node; C(none) only sets the environment.
     type: str
     choices: [numa, l3, none]
     default: numa
   cpu_map:
-    description: GPU index to cpulist, e.g. the Frontier/LUMI GCD to L3 table, used by O(cpu_binding=l3).
+    description: GPU index to cpulist, overriding the derived L3 set of that GPU with O(cpu_binding=l3).
     type: dict
     default: {}
+  reserved_cpus:
+    description:
+      - CPUs no rank is bound to (system or low-noise cores, e.g. Frontier's first core of every L3 region).
+        Slurm core specialization needs nothing here: the wrapper keeps within the job's CPUs anyway.
+    type: str
+    default: ""
   membind:
     description: Also bind memory (C(--membind)) to the GPU's NUMA node.
     type: bool
     default: true
   extra_env:
-    description: Extra variables added to the wrapper and every env file (values limited to C([A-Za-z0-9_,.:/=+@%-])).
+    description: Extra variables added to the wrapper's table and every env file (values limited to C([A-Za-z0-9_,.:/=+@%-])).
     type: dict
     default: {}
   gres:
@@ -83,9 +105,12 @@ options:
     type: bool
     default: true
   gres_type:
-    description: Slurm GRES C(Type=) for every GPU line (empty for none).
+    description: Slurm GRES C(Type=) for every GPU line (empty for none; the role derives it from the GPU generation).
     type: str
     default: ""
+  node_name:
+    description: Slurm node name in the C(slurm.conf) line of the gres.conf comments; default the short host name.
+    type: str
   header:
     description: First comment line of every file (the role passes C(ansible_managed)).
     type: str
@@ -108,14 +133,15 @@ EXAMPLES = r"""
 - name: Write the launch files from the gathered topology
   topotune.instinct.launch_templates:
     topology: "{{ topotune_discovery.topology }}"
+    wrapper_content: "{{ lookup('ansible.builtin.file', 'topotune-bind') }}"
     sizes: [2, 4, 8]
+    gres_type: mi300x
 
-- name: Frontier-style L3 binding with HIP_VISIBLE_DEVICES
+- name: Frontier-style L3 binding, first core of every L3 region kept for the system
   topotune.instinct.launch_templates:
     topology: "{{ topotune_discovery.topology }}"
-    visible_devices_env: HIP_VISIBLE_DEVICES
     cpu_binding: l3
-    cpu_map: {4: "0-7,64-71", 5: "8-15,72-79"}
+    reserved_cpus: "0,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120"
 """
 
 RETURN = r"""
@@ -124,7 +150,7 @@ files:
   returned: always
   type: list
   elements: str
-  sample: [/usr/local/bin/topotune-bind, /etc/topotune/launch/size4-group0.env, /etc/topotune/launch/README]
+  sample: [/usr/local/bin/topotune-bind, /etc/topotune/launch/bind.table, /etc/topotune/launch/size4-group0.env]
 changed_files:
   description: Files written (or, in check mode, that would be written).
   returned: always
@@ -136,17 +162,21 @@ removed_files:
   type: list
   elements: str
 plan:
-  description: Groups per size (with score, explanations, whole-group recipes) and per-GPU bindings.
+  description:
+    - What was applied, the record the HTML report shows. Groups per size (with score, explanations, rank order,
+      whole-group recipes), per-GPU bindings (C(cpus), C(numa_node), C(l3), nominal C(numactl)), the options
+      that shaped them, and the gres.conf summary (C(socket_parameter), C(node_line), per-GPU C(cores), C(links)).
   returned: always
   type: dict
-  sample: {default_size: 2, sizes: [{size: 2, groups: [[0, 1], [2, 3]], exact: true}], bindings: []}
+  sample: {default_size: 2, sizes: [{size: 2, groups: [[0, 1], [2, 3]], exact: true}], bindings: [], gres: {}}
 """
 
 import os
+import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.files import diff_entry, differs, read_text, write_atomic
+from ansible_collections.topotune.instinct.plugins.module_utils.files import commit, diff_entry, differs, discard, read_text, stage
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import ENV_FILE, render
 from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
@@ -159,8 +189,11 @@ class LaunchTemplates:
 
     def run(self):
         options = {k: self.params[k] for k in (
-            "sizes", "default_size", "dest", "wrapper_path", "visible_devices_env", "visible_devices_scope",
-            "cpu_binding", "cpu_map", "membind", "extra_env", "gres", "gres_type", "header")}
+            "sizes", "default_size", "dest", "wrapper_path", "wrapper_content", "dev_dir", "visible_devices_env",
+            "visible_devices_scope", "cpu_binding", "cpu_map", "reserved_cpus", "membind", "extra_env", "gres",
+            "gres_type", "node_name", "header")}
+        if not options["node_name"]:
+            options["node_name"] = socket.gethostname().split(".")[0] or "NODE"
         result = render(self.params["topology"], options)
         for warning in result["warnings"]:
             self.module.warn(warning)
@@ -175,20 +208,30 @@ class LaunchTemplates:
         stale = []
         if os.path.isdir(dest):
             stale = sorted(os.path.join(dest, name) for name in os.listdir(dest)
-                           if ENV_FILE.match(name) and os.path.join(dest, name) not in wanted)
+                           if (ENV_FILE.match(name) or name == "gres.conf") and os.path.join(dest, name) not in wanted)
         for path in stale:
             diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
         if not self.module.check_mode:
-            for path, content, mode in todo:
-                write_atomic(self.module, path, content, mode, self.as_root)
+            # stage every file before renaming any: a failed write leaves the whole set as it was
+            staged = []
+            try:
+                for path, content, mode in todo:
+                    staged.append((stage(self.module, path, content, mode, self.as_root), path, mode))
+            except BaseException:
+                for tmp, _path, _mode in staged:
+                    discard(tmp)
+                raise
+            for tmp, path, mode in staged:
+                commit(self.module, tmp, path, mode, self.as_root)
             for path in stale:
                 os.unlink(path)
         return {
             "changed": bool(todo or stale),
-            # the topology argument (hundreds of kB on a CPX node) is not echoed back: every result is
-            # post-processed on the controller, and the caller already holds it
+            # the topology and the wrapper (hundreds of kB on a CPX node) are not echoed back: every result is
+            # post-processed on the controller, and the caller already holds them
             "invocation": {"module_args": dict(
-                self.params, topology="(not echoed: %d GPUs)" % len(self.params["topology"].get("gpus") or []))},
+                self.params, topology="(not echoed: %d GPUs)" % len(self.params["topology"].get("gpus") or []),
+                wrapper_content="(not echoed)" if self.params["wrapper_content"] else None)},
             "files": [f["path"] for f in result["files"]],
             "changed_files": [t[0] for t in todo],
             "removed_files": stale,
@@ -205,15 +248,19 @@ def main():
             "default_size": {"type": "int"},
             "dest": {"type": "path", "default": "/etc/topotune/launch"},
             "wrapper_path": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
+            "wrapper_content": {"type": "str"},
+            "dev_dir": {"type": "path", "default": "/dev"},
             "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES",
                                     "choices": ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none"]},
             "visible_devices_scope": {"type": "str", "default": "group", "choices": ["group", "rank"]},
             "cpu_binding": {"type": "str", "default": "numa", "choices": ["numa", "l3", "none"]},
             "cpu_map": {"type": "dict", "default": {}},
+            "reserved_cpus": {"type": "str", "default": ""},
             "membind": {"type": "bool", "default": True},
             "extra_env": {"type": "dict", "default": {}},
             "gres": {"type": "bool", "default": True},
             "gres_type": {"type": "str", "default": ""},
+            "node_name": {"type": "str"},
             "header": {"type": "str",
                        "default": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."},
         },
