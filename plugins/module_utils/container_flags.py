@@ -82,6 +82,38 @@ def gpu_groups(topology, groups):
     return result
 
 
+def _cpulist(values):
+    """Range form of the union of cpulists (standard library only, like the rest of this module)."""
+    cpus = set()
+    for text in values:
+        for part in str(text).split(","):
+            low, _sep, high = part.partition("-")
+            if low.isdigit() and (not high or high.isdigit()):
+                cpus.update(range(int(low), int(high or low) + 1))
+    out, start, prev = [], None, None
+    for cpu in sorted(cpus):
+        if start is None:
+            start = prev = cpu
+        elif cpu == prev + 1:
+            prev = cpu
+        else:
+            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+            start = prev = cpu
+    if start is not None:
+        out.append(str(start) if start == prev else "%d-%d" % (start, prev))
+    return ",".join(out)
+
+
+def numa_confinement(topology, gpus):
+    """(cpus, nodes) of the NUMA nodes holding ``gpus``: what --cpuset-cpus / --cpuset-mems confine a group's
+    container to. None when a member's NUMA node or a node's CPU list is unknown (then nothing is confined)."""
+    cpus_of = {n.get("node"): n.get("cpus") for n in (topology or {}).get("numa_nodes") or [] if isinstance(n, dict)}
+    nodes = sorted({g.get("numa_node") for g in gpus})
+    if not nodes or any(not isinstance(n, int) or n < 0 or not cpus_of.get(n) for n in nodes):
+        return None
+    return _cpulist(cpus_of[n] for n in nodes), nodes
+
+
 def device_gids(device_facts):
     """(gids, warnings): numeric GIDs owning /dev/kfd and the render nodes, group root (0) excluded."""
     gids, warnings = set(), []
@@ -106,7 +138,10 @@ def plan(topology, groups, device_facts, options, knowledge=None):
     """Return {'groups': [{name, gpus, render_minors, flags, compose}], 'compose', 'warnings', 'cdi'}.
 
     ``options``: profile (xgmi-training | rdma-training | inference | debug), cdi (auto | true | false),
-    seccomp_unconfined, ipc_host, shm_size, env_file, extra_caps, privileged.
+    seccomp_unconfined, ipc_host, shm_size, env_file, extra_caps, privileged; launch_dir (the launch_templates
+    directory: its per-group env file, and the wrapper with its table mounted read-only; '' for none),
+    wrapper_path, numa_confine (--cpuset-cpus/--cpuset-mems of the group's NUMA nodes), memory_binding
+    (CAP_SYS_NICE, so numactl --membind works under Docker's default seccomp profile).
     """
     options = options or {}
     profile = options.get("profile") or "xgmi-training"
@@ -160,8 +195,14 @@ def plan(topology, groups, device_facts, options, knowledge=None):
         common.append("--env-file=%s" % env_file)
         compose_common["env_file"] = [env_file]
 
+    launch_dir = str(options.get("launch_dir") or "")
+    wrapper = str(options.get("wrapper_path") or "")
+    for option, value in (("container_runtime_launch_dir", launch_dir), ("launch_templates_wrapper_path", wrapper)):
+        if value and (not value.startswith("/") or not _SAFE_TOKEN.match(value)):
+            raise FlagError("%s: %r must be an absolute path of [A-Za-z0-9_./:=+@%%,-]" % (option, value))
+
     result_groups, services = [], {}
-    for name, gpus in gpu_groups(topology, groups):
+    for number, (name, gpus) in enumerate(gpu_groups(topology, groups)):
         minors = [g.get("render_minor") for g in gpus]
         if cdi:
             devices = ["amd.com/gpu=%s" % g.get("index") for g in gpus]
@@ -172,17 +213,45 @@ def plan(topology, groups, device_facts, options, knowledge=None):
             devices = ["/dev/kfd"] + ["/dev/dri/renderD%d" % int(m) for m in minors]
         if rdma:
             devices.append("/dev/infiniband")
-        flags = ["--device=%s" % d for d in devices] + common
+        own, compose_own = _group_flags(topology, gpus, number if groups else None, launch_dir, wrapper, options, caps)
+        flags = ["--device=%s" % d for d in devices] + common + own
         for flag in flags:
             if not _SAFE_TOKEN.match(flag.split("=", 1)[-1]):
                 raise FlagError("flag %r for %s contains characters a flag file cannot carry" % (flag, name))
         service = {"devices": devices}
         service.update(copy.deepcopy(compose_common))
+        for key, value in compose_own.items():
+            service[key] = (service.get(key) or []) + value if isinstance(value, list) else value
         services["topotune-gpu-%s" % name] = service
         result_groups.append(
             {"name": name, "gpus": [g.get("index") for g in gpus], "render_minors": minors, "flags": flags, "compose": service}
         )
     return {"groups": result_groups, "compose": {"services": services}, "warnings": warnings, "cdi": cdi, "gids": gids, "profile": profile}
+
+
+def _group_flags(topology, gpus, number, launch_dir, wrapper, options, caps):
+    """Flags of one launch group beyond its devices: NUMA confinement, SYS_NICE for memory binding, the group's
+    launch env file and the wrapper with its table. Returns (flags, compose keys)."""
+    flags, compose = [], {}
+    confined = numa_confinement(topology, gpus) if options.get("numa_confine", True) else None
+    if confined:
+        cpus, nodes = confined
+        flags += ["--cpuset-cpus=%s" % cpus, "--cpuset-mems=%s" % ",".join(str(n) for n in nodes)]
+        compose["cpuset"] = cpus
+    # numactl --membind (topotune-bind's, DeepSpeed's, ...) calls set_mempolicy, which Docker's default seccomp
+    # profile allows only with CAP_SYS_NICE; the cpuset above bounds the CPUs and memory nodes it can reach.
+    if options.get("memory_binding", True) and "SYS_NICE" not in caps:
+        flags.append("--cap-add=SYS_NICE")
+        compose["cap_add"] = ["SYS_NICE"]
+    if launch_dir:
+        if number is not None:
+            env = "%s/size%d-group%d.env" % (launch_dir, len(gpus), number)
+            flags.append("--env-file=%s" % env)
+            compose["env_file"] = [env]
+        mounts = (["%s:%s:ro" % (wrapper, wrapper)] if wrapper else []) + ["%s:%s:ro" % (launch_dir, launch_dir)]
+        flags += ["--volume=%s" % m for m in mounts]
+        compose["volumes"] = mounts
+    return flags, compose
 
 
 def _status(check_id, status, observed, expected, remediation, source):

@@ -13,7 +13,8 @@ Public API (standard library only, Python 3.8+):
          "cores": ["0,192", "1,193", ...],          # CPU list of each core, index = logical core index
          "l3": [{"cpus": "0-7,192-199", "cores": "0-7", "numa_node": 0, "package": 0}, ...] or []}
 
-    ``numa_cpus`` (``{node: cpulist}``, default read from ``sys/devices/system/node``) places each L3 domain on its NUMA node and orders cores as hwloc does.
+    ``numa_cpus`` (``{node: cpulist}``, default read from ``sys/devices/system/node``) places each L3 domain on
+    its NUMA node and orders cores as hwloc does.
 ``logical_cores(model, cpus)``
     The logical core indices (range form, ``"0-15"``) of the cores holding any of ``cpus``.
 

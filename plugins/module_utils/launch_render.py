@@ -410,7 +410,7 @@ def render_readme(p, topology):
         "  torchrun --nproc-per-node=N --no-python %s [--size K --group G] python train.py" % name,
         "  srun --ntasks-per-node=N --gres=gpu:N --cpu-bind=none %s python app.py" % name,
         "  mpirun -np N --bind-to none %s ./app" % name,
-        "  docker run $(grep -v '^#' /etc/topotune/containers/group-G.flags) IMAGE ...",
+        "  docker run $(grep -v '^#' /etc/topotune/container/group-G.flags) IMAGE ...",
         "  %s --print --rank R -- cmd   (show the binding without running)" % name,
         "Table read by the wrapper: %s/%s" % (opts["dest"], TABLE_NAME),
     ]
@@ -457,5 +457,6 @@ def render(topology, options):
                   for s in p["sizes"]],
         "bindings": [p["bindings"][g["index"]] for g in p["gpus"]],
         "gres": gres["summary"] if gres else None,
+        "warnings": list(p["warnings"]),
     }
     return {"files": files, "plan": summary, "warnings": p["warnings"]}

@@ -31,7 +31,6 @@ import os
 import re
 import time
 
-
 SECTIONS = ("topology", "launch", "checks", "drift", "benchmark")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 _HOST_FILE = re.compile(r"^(.+)\.json$")
@@ -541,6 +540,9 @@ def _render_launch(launch):
         out.append(_maybe_fold("Groups of %s" % size.get("size"),
                                _table(("group", "GPUs", "NUMA", "why", "recipe"), rows, numeric=(0,), raw_cols=(4,)),
                                len(rows)))
+    for warning in launch.get("warnings") or []:
+        if str(warning).startswith(("group size", "none of launch_templates_sizes")):
+            out.append('<p class="note">%s</p>' % esc(warning))
     default = [s for s in sizes if s.get("size") == launch.get("default_size")]
     order = default[0].get("order") if default else sorted(bindings)
     if default:

@@ -258,3 +258,46 @@ def test_filter_report_has_a_line_per_check_then_the_warnings():
     docker = [line for line in result["report"] if "| docker-engine |" in line]
     assert docker == ["warn | docker-engine | docker engine not found | install Docker Engine; flag files and the compose "
                       "fragment are written anyway"]
+
+
+NUMA_TOPOLOGY = dict(TOPOLOGY, gpus=[dict(g, numa_node=g["index"] // 4) for g in TOPOLOGY["gpus"]],
+                     numa_nodes=[{"node": 0, "cpus": "0-95,192-287", "gpus": [0, 1, 2, 3]},
+                                 {"node": 1, "cpus": "96-191,288-383", "gpus": [4, 5, 6, 7]}])
+LAUNCH = {"launch_dir": "/etc/topotune/launch", "wrapper_path": "/usr/local/bin/topotune-bind"}
+
+
+def test_a_group_is_confined_to_its_numa_node_and_gets_its_launch_files():
+    result = cf.plan(NUMA_TOPOLOGY, [[0, 1, 2, 3], [4, 5, 6, 7]], facts(), LAUNCH, KNOWLEDGE)
+    second = flags_of(result, 1)
+    assert "--cpuset-cpus=96-191,288-383" in second and "--cpuset-mems=1" in second
+    assert "--env-file=/etc/topotune/launch/size4-group1.env" in second
+    assert "--volume=/usr/local/bin/topotune-bind:/usr/local/bin/topotune-bind:ro" in second
+    assert "--volume=/etc/topotune/launch:/etc/topotune/launch:ro" in second
+    # numactl --membind needs set_mempolicy: Docker's default seccomp profile allows it with SYS_NICE only
+    assert second.count("--cap-add=SYS_NICE") == 1 and not any("privileged" in f for f in second)
+    service = result["compose"]["services"]["topotune-gpu-group-1"]
+    assert service["cpuset"] == "96-191,288-383" and service["cap_add"] == ["SYS_NICE"]
+    assert service["env_file"] == ["/etc/topotune/launch/size4-group1.env"]
+
+
+def test_the_all_group_spans_every_node_and_has_no_group_env_file():
+    flags = flags_of(cf.plan(NUMA_TOPOLOGY, [], facts(), LAUNCH, KNOWLEDGE))
+    assert "--cpuset-cpus=0-383" in flags and "--cpuset-mems=0,1" in flags
+    assert not any(f.startswith("--env-file=/etc/topotune/launch") for f in flags)
+
+
+@pytest.mark.parametrize("topology,options,present,absent", [
+    (NUMA_TOPOLOGY, {"numa_confine": False}, ["--cap-add=SYS_NICE"], ["--cpuset-cpus", "--cpuset-mems"]),
+    (NUMA_TOPOLOGY, {"memory_binding": False}, ["--cpuset-mems=0"], ["SYS_NICE"]),
+    (TOPOLOGY, {}, ["--cap-add=SYS_NICE"], ["--cpuset"]),  # NUMA unknown: nothing confined, never guessed
+    (NUMA_TOPOLOGY, {"launch_dir": ""}, [], ["--env-file=/etc/topotune/launch", "--volume"]),
+])
+def test_confinement_and_capability_follow_their_options(topology, options, present, absent):
+    flags = flags_of(cf.plan(topology, [[0, 1, 2, 3]], facts(), dict(LAUNCH, **options), KNOWLEDGE))
+    assert all(any(f.startswith(p) for f in flags) for p in present)
+    assert not any(a in f for a in absent for f in flags)
+
+
+def test_a_bad_launch_dir_is_refused():
+    with pytest.raises(cf.FlagError, match="container_runtime_launch_dir"):
+        cf.plan(NUMA_TOPOLOGY, [], facts(), {"launch_dir": "rel/dir"}, KNOWLEDGE)

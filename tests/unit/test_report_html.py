@@ -15,6 +15,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.module_utils.advice import advise
+from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import compare_busbw, parse_perf
 from ansible_collections.topotune.instinct.plugins.module_utils.report_html import (
     link_summary,
@@ -93,6 +94,9 @@ def report_dir(tmp_path, models):
     """4 nodes: full data (MI250X), malformed checks (MI210, failed), CPX topology only, hostile host name."""
     base = str(tmp_path / "out")
     _write(os.path.join(base, "topology", "gpu-a01.json"), models["mi250x-8gcd"])
+    # applied with non-default options: the report must show these, not a recomputation with the defaults
+    _write(os.path.join(base, "launch", "gpu-a01.json"), render(models["mi250x-8gcd"], {
+        "cpu_binding": "l3", "reserved_cpus": "0,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120"})["plan"])
     _write(os.path.join(base, "checks", "gpu-a01.json"), CHECKS)
     _write(os.path.join(base, "drift", "gpu-a01.json"), DRIFT)
     _write(os.path.join(base, "benchmark", "gpu-a01.json"), _benchmark("gpu-a01", models["mi250x-8gcd"]))
@@ -100,6 +104,7 @@ def report_dir(tmp_path, models):
     _write(os.path.join(base, "checks", "gpu-b02.json"), "{not json")
     _write(os.path.join(base, "drift", "gpu-b02.json"), [1, 2])
     _write(os.path.join(base, "topology", "gpu-c03.json"), models["mi300x-8gpu-cpx"])
+    _write(os.path.join(base, "launch", "gpu-c03.json"), render(models["mi300x-8gpu-cpx"], {})["plan"])
     _write(os.path.join(base, "topology", HOSTILE + ".json"), models["fault-numa-minus1"])
     _write(os.path.join(base, "run", "summary.json"),
            {"failed_hosts": ["gpu-b02"], "unreachable_hosts": ["gpu-d04"], "playbook": "site.yml",
@@ -211,6 +216,7 @@ def test_unknown_numa_gpus_get_their_own_box_and_run_unbound(models, tmp_path):
     root = _svg_tree(topology_svg(model)[0])
     assert [g.get("data-numa") for g in root.iter("g") if g.get("class") == "gpu"] == ["unknown"] * 8
     _write(os.path.join(str(tmp_path), "topology", "vm.json"), model)
+    _write(os.path.join(str(tmp_path), "launch", "vm.json"), render(model, {})["plan"])
     page = render_report(load_report_dir(str(tmp_path)))
     assert page.count("(unbound)") == 8 and "NUMA unknown" in page
 
@@ -239,11 +245,17 @@ def test_full_report_content(report_dir):
     assert a01.count('<rect class="busbw"') == 32 and "reference 318.98 GB/s" in a01
     assert "318.98" in a01 and "Communication-bound" in a01 and "Rebuild as a 3x4-card topology" in a01
     assert "ROCR_VISIBLE_DEVICES=0,1 numactl --cpunodebind=3 --membind=3 &lt;command&gt;" in a01
-    assert "--cpunodebind=3 --membind=3" in a01 and "48-63,112-127" in a01
+    # the applied plan: Frontier's L3 regions without their first core, and the Slurm cores of each GCD
+    assert "As applied: CPU binding l3" in a01 and "reserved CPUs 0,8,16" in a01
+    assert "--physcpubind=1-7,65-71 --membind=0" in a01 and "--physcpubind=49-55,113-119 --membind=3" in a01
+    assert "SlurmdParameters=l3cache_as_socket" in a01
     # CPX: 63 GPUs, no group size divides it: said, not crashed
     c03 = _node(page, "gpu-c03")
     assert "none of launch_templates_sizes [2, 4, 8] divides the 63 GPUs" in c03
     assert "Platform checks: not collected" in c03
+    # a node whose launch plan was not recorded says so rather than guessing
+    b02 = _node(page, "gpu-b02")
+    assert "GPU groups and per-rank binding: not collected" in b02
 
 
 def test_missing_and_malformed_sections_are_noted(report_dir):

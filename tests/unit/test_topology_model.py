@@ -72,7 +72,8 @@ def test_to_dict_has_contract_keys():
     topo.set_link(1, 0, "xgmi", 1, weight=13)
     model = topo.to_dict()
     assert set(model) == {"schema", "source", "sources", "gpus", "links", "numa_nodes", "hives",
-                          "xgmi_cliques", "physical_devices", "warnings", "discrepancies"}
+                          "xgmi_cliques", "physical_devices", "cpu_topology", "warnings", "discrepancies"}
+    assert model["cpu_topology"] is None  # no sysroot read
     assert all(tuple(g) == GPU_KEYS for g in model["gpus"])
     assert model["links"] == [{"a": 0, "b": 1, "type": "xgmi", "hops": 1, "weight": 13, "xgmi_links": None,
                                "bandwidth_mbps": None}]
