@@ -55,7 +55,7 @@ options:
     type: str
   dev_dir:
     description:
-      - Directory holding C(dri/renderD*) on the node (C(/dev); C(<sysroot>/dev) on simulated nodes): the
+      - Directory holding C(dri/renderD*) on the node (C(/dev); C(<sysroot>/dev) on simulated nodes), used for the
         C(File=) of gres.conf and where the wrapper tests which GPUs the process can open.
     type: path
     default: /dev
@@ -89,7 +89,7 @@ options:
   reserved_cpus:
     description:
       - CPUs no rank is bound to (system or low-noise cores, e.g. Frontier's first core of every L3 region).
-        Slurm core specialization needs nothing here: the wrapper keeps within the job's CPUs anyway.
+        Slurm core specialization needs nothing here, since the wrapper keeps within the job's CPUs anyway.
     type: str
     default: ""
   membind:
