@@ -44,7 +44,10 @@ ACCEL_CLASS = "0x120000"
 _NOT_INHERITED = ("description", "provenance", "expect", "base")
 
 DEFAULTS = {
-    "cpu": {"threads_per_core": 2, "nps": 1, "model_name": "AMD EPYC (simulated)"},
+    "cpu": {"threads_per_core": 2, "nps": 1, "model_name": "AMD EPYC (simulated)",
+            # sysfs cache sizes as the kernel prints them (Zen 3: 32K L1d/L1i, 512K L2 per core, 32M L3 per CCD)
+            "caches": {"l1d": "32K", "l1i": "32K", "l2": "512K", "l3": "32768K"}},
+    "memory": {"node_kib": 268435456},
     "pcie": {"width": 16, "speed": "16.0 GT/s PCIe"},
     # acpi-cpufreq style: every generic governor is available; a careless node runs schedutil.
     "cpufreq": {
@@ -196,9 +199,11 @@ def _model_from_capture(profile):
     return numa_cpus, gpus
 
 
-def _synthetic_gpus(profile):
+def _synthetic_gpus(profile, n_numa):
     syn = profile["kfd"]["synthetic"]
-    n_numa = _numa_count(profile)
+    if len(syn["gpu_numa"]) != len(syn["bdfs"]):
+        raise ProfileError(f"profile {profile['name']}: kfd.synthetic has {len(syn['bdfs'])} bdfs but "
+                           f"{len(syn['gpu_numa'])} gpu_numa entries")
     absent = set(profile["faults"].get("absent_gpus", []))
     gpus = []
     kfd_node = n_numa
@@ -215,11 +220,6 @@ def _synthetic_gpus(profile):
         })
         kfd_node += 1
     return gpus
-
-
-def _numa_count(profile):
-    cpu = profile["cpu"]
-    return cpu["sockets"] * cpu["nps"]
 
 
 def _link_props(frm, to, typ, weight, min_bw, max_bw, flags, sdma_mask=0):
@@ -309,34 +309,58 @@ def _write_synthetic_kfd(profile, gpus, numa_cpus, first_cpu, topo):
 
 
 # ----------------------------------------------------------------------------------------- CPU layout
-def _cpu_layout(profile, numa_cpus):
-    """Linux-style numbering: first threads of all cores 0..C-1 (NUMA node by NUMA node), SMT siblings
-    at +C (as numactl -H shows on EPYC, e.g. smi/numactl-H__mi355x-8gpu-2s-epyc9575f: node0 0-63,128-191).
-    Returns (per-NUMA cpu lists, per-cpu (core_id, package, siblings)), first cpu per NUMA node."""
-    tpc = int(profile["cpu"]["threads_per_core"])
-    nps = int(profile["cpu"]["nps"])
-    for k, n in enumerate(numa_cpus):
-        if n % tpc:
-            raise ProfileError(f"profile {profile['name']}: NUMA node {k} has {n} CPUs, not a multiple of "
-                               f"threads_per_core={tpc}")
-    total_cores = sum(numa_cpus) // tpc
-    numa_lists, cpu_info, first = [], {}, []
-    core_base = 0
-    pkg_core_base = {}
-    for k, n in enumerate(numa_cpus):
-        pkg = k // nps
-        pkg_core_base.setdefault(pkg, core_base)
-        cores = range(core_base, core_base + n // tpc)
-        cpus = []
-        for core in cores:
-            siblings = [core + t * total_cores for t in range(tpc)]
-            for cpu in siblings:
-                cpu_info[cpu] = (core - pkg_core_base[pkg], pkg, siblings)
-            cpus.extend(siblings)
-        numa_lists.append(sorted(cpus))
-        first.append(core_base)
-        core_base += n // tpc
-    return numa_lists, cpu_info, first
+class CpuLayout:
+    """Linux-style CPU numbering of a profile, as on EPYC: first threads of all cores 0..C-1 (NUMA node by
+    NUMA node), SMT siblings at +C (numactl -H on EPYC, e.g. smi/numactl-H__mi355x-8gpu-2s-epyc9575f: node0
+    0-63,128-191). Cores of a NUMA node are consecutive; every ``cores_per_l3`` of them share one L3 (a CCD
+    or CCX), so an L3 never spans two NUMA nodes or packages.
+
+    ``numa`` = CPU list per NUMA node, ``first_core`` = first core index per NUMA node, ``packages`` = CPU
+    list per package, ``l3`` = CPU list per L3 domain (in core order), ``cpu`` = per CPU
+    ``(core, core_id, package, l3, siblings)`` with ``core`` the global core index and ``core_id`` the
+    index inside its package (what sysfs ``core_id`` shows)."""
+
+    def __init__(self, profile, numa_cpus):
+        cpu = profile["cpu"]
+        name = profile["name"]
+        tpc, nps = int(cpu["threads_per_core"]), int(cpu["nps"])
+        per_l3 = cpu.get("cores_per_l3")
+        if not isinstance(per_l3, int) or isinstance(per_l3, bool) or per_l3 < 1:
+            raise ProfileError(f"profile {name}: cpu.cores_per_l3 must be a positive integer, not {per_l3!r}")
+        if len(numa_cpus) % nps:
+            raise ProfileError(f"profile {name}: {len(numa_cpus)} NUMA nodes is not a multiple of nps={nps}")
+        for k, n in enumerate(numa_cpus):
+            if n % tpc:
+                raise ProfileError(f"profile {name}: NUMA node {k} has {n} CPUs, not a multiple of "
+                                   f"threads_per_core={tpc}")
+            if n // tpc % per_l3:
+                raise ProfileError(f"profile {name}: NUMA node {k} has {n // tpc} cores, not a multiple of "
+                                   f"cores_per_l3={per_l3} (an L3 must not span NUMA nodes)")
+        self.threads_per_core = tpc
+        self.total_cores = total = sum(numa_cpus) // tpc
+        self.nr_cpus = sum(numa_cpus)
+        self.numa, self.first_core, self.packages, self.l3, self.cpu = [], [], [], [], {}
+        core = 0
+        for k, n in enumerate(numa_cpus):
+            pkg = k // nps
+            if pkg == len(self.packages):
+                self.packages.append([])
+                pkg_first_core = core
+            self.first_core.append(core)
+            cpus = []
+            for _unused in range(n // tpc):
+                if (core - self.first_core[k]) % per_l3 == 0:
+                    self.l3.append([])
+                siblings = [core + t * total for t in range(tpc)]
+                for c in siblings:
+                    self.cpu[c] = (core, core - pkg_first_core, pkg, len(self.l3) - 1, siblings)
+                cpus.extend(siblings)
+                self.l3[-1].extend(siblings)
+                core += 1
+            self.numa.append(sorted(cpus))
+            self.packages[pkg].extend(cpus)
+        self.packages = [sorted(p) for p in self.packages]
+        self.l3 = [sorted(d) for d in self.l3]
 
 
 def cpulist(cpus):
@@ -362,9 +386,16 @@ def cpumask(cpus, nr_cpus):
 
 
 # ---------------------------------------------------------------------------------------------- build
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+
+
 def _write(path, text):
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    # os.open/os.write: a build writes ~10^4 small files, and this is ~3x cheaper than open().write()
+    fd = os.open(path, _WRITE_FLAGS, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
 
 
 def _prepare_dest(dest, force):
@@ -387,6 +418,55 @@ def _prepare_dest(dest, force):
             os.unlink(path)
 
 
+def _cpu_int(profile, key):
+    value = profile["cpu"].get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ProfileError(f"profile {profile['name']}: cpu.{key} must be a positive integer, not {value!r}")
+    return value
+
+
+def _hardware(profile):
+    """``(layout, gpus)`` of a loaded profile: the CPU layout and the GPUs (BDF, NUMA node, render minor)."""
+    for key in ("threads_per_core", "nps", "cores_per_l3"):
+        _cpu_int(profile, key)
+    if "capture" in profile["kfd"]:
+        if profile["faults"].get("absent_gpus"):
+            raise ProfileError(f"profile {profile['name']}: absent_gpus needs a synthetic KFD tree")
+        numa_cpus, gpus = _model_from_capture(profile)
+    else:
+        per_numa, rest = divmod(_cpu_int(profile, "cores_per_socket"), _cpu_int(profile, "nps"))
+        if rest:
+            raise ProfileError(f"profile {profile['name']}: cpu.cores_per_socket is not a multiple of cpu.nps")
+        numa_cpus = [per_numa * _cpu_int(profile, "threads_per_core")] * _cpu_int(profile, "sockets") * \
+            profile["cpu"]["nps"]
+        gpus = _synthetic_gpus(profile, len(numa_cpus))
+        if any(not 0 <= g["numa"] < len(numa_cpus) for g in gpus):
+            raise ProfileError(f"profile {profile['name']}: kfd.synthetic.gpu_numa names a NUMA node outside "
+                               f"0-{len(numa_cpus) - 1}")
+    return CpuLayout(profile, numa_cpus), gpus
+
+
+def machine(profile_name):
+    """The machine a profile describes, independent of any built tree: what hwloc must find in it.
+
+    ``{"cpus", "threads_per_core", "packages": [cpulist], "numa": [cpulist], "l3": [cpulist],
+    "cores": [cpulist] (core index order), "memory_kib": [per NUMA node], "gpus": [{"bdf", "numa"}]}``;
+    a GPU's ``numa`` is -1 when the profile hides it (``numa_node_minus1``)."""
+    profile = load_profile(profile_name)
+    layout, gpus = _hardware(profile)
+    vm = profile["faults"].get("numa_node_minus1", False)
+    cores = {}
+    for cpu, (core, _unused, _unused, _unused, _unused) in layout.cpu.items():
+        cores.setdefault(core, []).append(cpu)
+    return {
+        "cpus": layout.nr_cpus, "threads_per_core": layout.threads_per_core,
+        "packages": [cpulist(p) for p in layout.packages], "numa": [cpulist(n) for n in layout.numa],
+        "l3": [cpulist(d) for d in layout.l3], "cores": [cpulist(cores[k]) for k in sorted(cores)],
+        "memory_kib": _node_memory_kib(profile, len(layout.numa)),
+        "gpus": [{"bdf": g["bdf"], "numa": -1 if vm else g["numa"]} for g in gpus],
+    }
+
+
 def build(profile_name, dest, force=False):
     """Materialize PROFILE_NAME into DEST (created if missing, emptied and refilled if present).
 
@@ -394,39 +474,31 @@ def build(profile_name, dest, force=False):
     start = time.monotonic()
     profile = load_profile(profile_name)
     faults = profile["faults"] or {}
+    layout, gpus = _hardware(profile)  # validates the profile before DEST is touched
+    _cache_sizes(profile)
+    _node_memory_kib(profile, len(layout.numa))
     dest = os.path.abspath(dest)
     _prepare_dest(dest, force)
 
     topo = os.path.join(dest, KFD_TOPOLOGY)
     kfd = profile["kfd"]
     if "capture" in kfd:
-        numa_cpus, gpus = _model_from_capture(profile)
-        numa_lists, cpu_info, first = _cpu_layout(profile, numa_cpus)
         src, _unused = _capture_root(kfd["capture"])
         if src.endswith("topology"):
             shutil.copytree(src, topo)
         else:  # capture holds nodes/ only
             os.makedirs(topo)
             shutil.copytree(os.path.join(src, "nodes"), os.path.join(topo, "nodes"))
-        if faults.get("absent_gpus"):
-            raise ProfileError(f"profile {profile_name}: absent_gpus needs a synthetic KFD tree")
     else:
-        cpu = profile["cpu"]
-        n_numa = _numa_count(profile)
-        per_numa = cpu["cores_per_socket"] // cpu["nps"] * cpu["threads_per_core"]
-        numa_cpus = [per_numa] * n_numa
-        numa_lists, cpu_info, first = _cpu_layout(profile, numa_cpus)
-        gpus = _synthetic_gpus(profile)
         os.makedirs(os.path.join(topo, "nodes"))
-        _write_synthetic_kfd(profile, gpus, numa_cpus, first, topo)
+        _write_synthetic_kfd(profile, gpus, [len(n) for n in layout.numa], layout.first_core, topo)
     _truncate_kfd(topo, faults.get("kfd_truncate"))
 
-    nr_cpus = sum(numa_cpus)
-    _write_pci(dest, profile, gpus, numa_lists, nr_cpus, faults)
+    _write_pci(dest, profile, gpus, layout, faults)
     _write_dev(dest, gpus)
-    _write_cpus(dest, profile, cpu_info, nr_cpus, faults)
-    _write_nodes(dest, profile, numa_lists)
-    _write_misc(dest, profile, nr_cpus)
+    _write_cpus(dest, profile, layout, faults)
+    _write_nodes(dest, profile, layout)
+    _write_misc(dest, profile, layout)
     _write(os.path.join(dest, MARKER), profile_name + "\n")
     files = sum(len(f) for _unused, _unused, f in os.walk(dest))
     return {"profile": profile_name, "dest": dest, "files": files,
@@ -443,21 +515,21 @@ def _truncate_kfd(topo, spec):
         shutil.rmtree(os.path.join(topo, "nodes", str(node), "io_links"))
 
 
-def _write_pci(dest, profile, gpus, numa_lists, nr_cpus, faults):
+def _write_pci(dest, profile, gpus, layout, faults):
     pcie = profile["pcie"]
     degraded = {d["gpu"]: d for d in faults.get("pcie_degraded", [])}
-    all_cpus = [c for lst in numa_lists for c in lst]
+    all_cpus = list(range(layout.nr_cpus))
     vm = faults.get("numa_node_minus1", False)
     for pos, g in enumerate(gpus):
         d = os.path.join(dest, PCI_DEVICES, g["bdf"])
         os.makedirs(d, exist_ok=True)
-        local = all_cpus if vm else numa_lists[g["numa"]]
+        local = all_cpus if vm else layout.numa[g["numa"]]
         cur = degraded.get(pos, {})
         values = {
             "vendor": AMD_VENDOR, "device": g["device_id"], "class": ACCEL_CLASS,
             "subsystem_vendor": AMD_VENDOR,
             "numa_node": "-1" if vm else str(g["numa"]),
-            "local_cpulist": cpulist(local), "local_cpus": cpumask(local, nr_cpus),
+            "local_cpulist": cpulist(local), "local_cpus": cpumask(local, layout.nr_cpus),
             "current_link_width": str(cur.get("width", pcie["width"])),
             "max_link_width": str(pcie.get("max_width", pcie["width"])),
             "current_link_speed": cur.get("speed", pcie["speed"]),
@@ -483,13 +555,21 @@ def _write_dev(dest, gpus):
                        os.path.join(drm, name, "device"))
 
 
-def _write_cpus(dest, profile, cpu_info, nr_cpus, faults):
+# Per-CPU topology and cache files: what hwloc 2.9 (Slurm's topology source) and topotune's
+# module_utils/cpu_topology.py read, found by running hwloc on the tree under strace; the other files a kernel
+# shows (thread_siblings, core_siblings*, package_cpus_list, core_cpus_list, die_id, cache ways/sets) are read
+# by neither and left out to keep builds small. docs/simulated-nodes.md lists them.
+CACHE_INDEXES = ((1, "Data", "l1d"), (1, "Instruction", "l1i"), (2, "Unified", "l2"), (3, "Unified", "l3"))
+
+
+def _write_cpus(dest, profile, layout, faults):
     base = os.path.join(dest, CPU_DIR)
     os.makedirs(base)
-    span = f"0-{nr_cpus - 1}\n"
+    nr = layout.nr_cpus
+    span = f"0-{nr - 1}\n" if nr > 1 else "0\n"
     for fname in ("online", "possible", "present"):
         _write(os.path.join(base, fname), span)
-    tpc = int(profile["cpu"]["threads_per_core"])
+    tpc = layout.threads_per_core
     os.makedirs(os.path.join(base, "smt"))
     _write(os.path.join(base, "smt", "active"), "1\n" if tpc > 1 else "0\n")
     _write(os.path.join(base, "smt", "control"), "on\n" if tpc > 1 else "off\n")
@@ -498,41 +578,90 @@ def _write_cpus(dest, profile, cpu_info, nr_cpus, faults):
     _write(os.path.join(base, "cpuidle", "current_driver"), idle["driver"] + "\n")
     freq = profile["cpufreq"]
     with_freq = freq.get("present", True) and not faults.get("no_cpufreq", False)
-    for cpu, (core_id, pkg, siblings) in sorted(cpu_info.items()):
-        c = os.path.join(base, f"cpu{cpu}")
-        os.makedirs(os.path.join(c, "topology"))
-        _write(os.path.join(c, "topology", "thread_siblings_list"), cpulist(siblings) + "\n")
-        _write(os.path.join(c, "topology", "core_id"), f"{core_id}\n")
-        _write(os.path.join(c, "topology", "physical_package_id"), f"{pkg}\n")
+    freq_files = (("scaling_governor", freq["governor"] + "\n"),
+                  ("scaling_available_governors", freq["available"] + "\n"),
+                  ("scaling_driver", freq["driver"] + "\n"))
+    caches = _cache_sizes(profile)
+    pkg_mask = [cpumask(p, nr) + "\n" for p in layout.packages]
+    l3_text = [(cpumask(d, nr) + "\n", cpulist(d) + "\n") for d in layout.l3]
+    for cpu in range(nr):
+        core, core_id, pkg, l3, siblings = layout.cpu[cpu]
+        c = f"{base}/cpu{cpu}"
+        os.mkdir(c)
+        os.mkdir(c + "/topology")
+        sib_mask = cpumask(siblings, nr) + "\n"
+        for fname, text in (("core_id", f"{core_id}\n"), ("physical_package_id", f"{pkg}\n"),
+                            ("core_cpus", sib_mask), ("package_cpus", pkg_mask[pkg]),
+                            ("thread_siblings_list", cpulist(siblings) + "\n")):
+            _write(f"{c}/topology/{fname}", text)
+        os.mkdir(c + "/cache")
+        for index, (level, ctype, key) in enumerate(CACHE_INDEXES):
+            d = f"{c}/cache/index{index}"
+            os.mkdir(d)
+            files = [("level", f"{level}\n"), ("type", ctype + "\n"), ("size", caches[key]),
+                     ("coherency_line_size", "64\n")]
+            if level == 3:  # one L3 per CCD/CCX; its id numbers the L3 domains machine-wide
+                files += [("id", f"{l3}\n"), ("shared_cpu_map", l3_text[l3][0]), ("shared_cpu_list", l3_text[l3][1])]
+            else:  # L1d, L1i, L2: private to the core (shared by its SMT threads); id = core number
+                files += [("id", f"{core}\n"), ("shared_cpu_map", sib_mask)]
+            for fname, text in files:
+                _write(f"{d}/{fname}", text)
         if with_freq:
-            os.makedirs(os.path.join(c, "cpufreq"))
-            _write(os.path.join(c, "cpufreq", "scaling_governor"), freq["governor"] + "\n")
-            _write(os.path.join(c, "cpufreq", "scaling_available_governors"), freq["available"] + "\n")
-            _write(os.path.join(c, "cpufreq", "scaling_driver"), freq["driver"] + "\n")
+            os.mkdir(c + "/cpufreq")
+            for fname, text in freq_files:
+                _write(f"{c}/cpufreq/{fname}", text)
+        os.mkdir(c + "/cpuidle")
         for k, state in enumerate(idle["states"]):
-            s = os.path.join(c, "cpuidle", f"state{k}")
-            os.makedirs(s)
-            _write(os.path.join(s, "name"), state + "\n")
-            _write(os.path.join(s, "disable"), "0\n")
+            s = f"{c}/cpuidle/state{k}"
+            os.mkdir(s)
+            _write(s + "/name", state + "\n")
+            _write(s + "/disable", "0\n")
 
 
-def _write_nodes(dest, profile, numa_lists):
+def _cache_sizes(profile):
+    """``cpu.caches`` as the kernel prints sizes (``32K``), newline-terminated, for l1d, l1i, l2 and l3."""
+    caches = profile["cpu"].get("caches") or {}
+    out = {}
+    for key in ("l1d", "l1i", "l2", "l3"):
+        value = str(caches.get(key, ""))
+        if not value[:-1].isdigit() or value[-1] != "K":
+            raise ProfileError(f"profile {profile['name']}: cpu.caches.{key} must be a size in KiB such as "
+                               f"32K, not {caches.get(key)!r}")
+        out[key] = value + "\n"
+    return out
+
+
+def _write_nodes(dest, profile, layout):
     base = os.path.join(dest, NODE_DIR)
     os.makedirs(base)
-    span = f"0-{len(numa_lists) - 1}\n" if len(numa_lists) > 1 else "0\n"
+    n = len(layout.numa)
+    span = f"0-{n - 1}\n" if n > 1 else "0\n"
     for fname in ("online", "possible", "has_cpu"):
         _write(os.path.join(base, fname), span)
     nps = int(profile["cpu"]["nps"])
-    for k, cpus in enumerate(numa_lists):
+    mem_kib = _node_memory_kib(profile, n)
+    for k, cpus in enumerate(layout.numa):
         d = os.path.join(base, f"node{k}")
         os.makedirs(d)
         _write(os.path.join(d, "cpulist"), cpulist(cpus) + "\n")
+        _write(os.path.join(d, "cpumap"), cpumask(cpus, layout.nr_cpus) + "\n")
         # SLIT distances: 10 local, 12 same socket (NPS>1), 32 other socket (numactl -H mi355x capture).
-        dist = ["10" if o == k else ("12" if o // nps == k // nps else "32") for o in range(len(numa_lists))]
+        dist = ["10" if o == k else ("12" if o // nps == k // nps else "32") for o in range(n)]
         _write(os.path.join(d, "distance"), " ".join(dist) + "\n")
+        _write(os.path.join(d, "meminfo"), f"Node {k} MemTotal:       {mem_kib[k]} kB\n")
 
 
-def _write_misc(dest, profile, nr_cpus):
+def _node_memory_kib(profile, n_numa):
+    """MemTotal (kB) per NUMA node: ``memory.node_kib`` (one value for every node, or a list)."""
+    value = (profile.get("memory") or {}).get("node_kib")
+    values = value if isinstance(value, list) else [value] * n_numa
+    if len(values) != n_numa or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        raise ProfileError(f"profile {profile['name']}: memory.node_kib must be a positive integer or a list of "
+                           f"{n_numa}, not {value!r}")
+    return values
+
+
+def _write_misc(dest, profile, layout):
     thp = os.path.join(dest, "sys", "kernel", "mm", "transparent_hugepage")
     os.makedirs(thp)
     _write(os.path.join(thp, "enabled"), profile["thp"]["enabled"] + "\n")
@@ -550,9 +679,12 @@ def _write_misc(dest, profile, nr_cpus):
     _write(os.path.join(proc, "cmdline"), profile["cmdline"] + "\n")
     _write(os.path.join(proc, "sys", "kernel", "numa_balancing"), f"{profile['numa_balancing']}\n")
     model = profile["cpu"]["model_name"]
-    _write(os.path.join(proc, "cpuinfo"),
-           "".join(f"processor\t: {c}\nvendor_id\t: AuthenticAMD\nmodel name\t: {model}\n\n"
-                   for c in range(nr_cpus)))
+    pkg_sizes = [len(p) for p in layout.packages]
+    cores_per_pkg = [len(p) // layout.threads_per_core for p in layout.packages]
+    _write(os.path.join(proc, "cpuinfo"), "".join(
+        f"processor\t: {c}\nvendor_id\t: AuthenticAMD\nmodel name\t: {model}\nphysical id\t: {pkg}\n"
+        f"siblings\t: {pkg_sizes[pkg]}\ncore id\t\t: {core_id}\ncpu cores\t: {cores_per_pkg[pkg]}\n\n"
+        for c, (_unused, core_id, pkg, _unused, _unused) in sorted(layout.cpu.items())))
 
 
 # ------------------------------------------------------------------------------------------------ CLI

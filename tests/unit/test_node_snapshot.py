@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -9,9 +10,10 @@ import tarfile
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import parse
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import gather, run_checks
 from ansible_collections.topotune.instinct.plugins.module_utils.snapshot import collect, write_archive
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover, load_capture
 from ansible_collections.topotune.instinct.plugins.modules import node_snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,6 +53,38 @@ def test_extracted_snapshot_gives_the_same_platform_checks(tmp_path, profile):
     node, extracted, _unused = _snapshot(tmp_path, profile)
     knowledge = load_knowledge("gpu_generations")
     assert run_checks(gather(str(extracted)), knowledge) == run_checks(gather(str(node)), knowledge)
+
+
+@pytest.mark.parametrize("profile", PROFILES + ["mi300x-8gpu-2cpu", "mi210-8gpu-2hive"])
+def test_extracted_snapshot_gives_the_same_cpu_topology(tmp_path, profile):
+    node, extracted, _unused = _snapshot(tmp_path, profile)
+    ours = load_capture(sysroot=str(extracted))
+    assert ours["cpu_topology"] == load_capture(sysroot=str(node))["cpu_topology"]
+    assert ours["numa_nodes"] == load_capture(sysroot=str(node))["numa_nodes"]
+    # ... and that is the machine the profile describes: cores, L3 domains, packages
+    machine = sim_sysroot.machine(profile)
+    topo = ours["cpu_topology"]
+    assert [parse(c) for c in topo["cores"]] == [parse(c) for c in machine["cores"]]
+    assert [parse(d["cpus"]) for d in topo["l3"]] == [parse(d) for d in machine["l3"]]
+    assert [parse(p["cpus"]) for p in topo["packages"]] == [parse(p) for p in machine["packages"]]
+    assert not [w for w in ours["warnings"] if "CPU" in w or "L3" in w]
+
+
+@pytest.mark.skipif(shutil.which("lstopo-no-graphics") is None, reason="hwloc (lstopo-no-graphics) is not installed")
+def test_hwloc_sees_the_same_machine_in_the_snapshot(tmp_path):
+    node, extracted, _unused = _snapshot(tmp_path, "mi250x-8gcd")
+
+    def lstopo(root):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
+        env.update(HWLOC_FSROOT=str(root), HWLOC_COMPONENTS="-x86")
+        proc = subprocess.run(["lstopo-no-graphics", "--of", "console"], env=env, capture_output=True, text=True,
+                              check=True)
+        assert not proc.stderr.strip()
+        return proc.stdout
+
+    seen = lstopo(extracted)
+    assert seen == lstopo(node)
+    assert seen.count("L3 L#") == 8 and seen.count("ProcessingAccelerator") == 8
 
 
 def test_archive_records_devices_smi_and_stays_compact(tmp_path):

@@ -81,6 +81,14 @@ class Tree:
         base = os.path.join(self.root, "sys/devices/system/node")
         return {int(e[4:]): _read(base, f"{e}/cpulist") for e in os.listdir(base) if re.fullmatch(r"node\d+", e)}
 
+    def cpu_file(self, cpu, rel):
+        return _read(self.root, f"sys/devices/system/cpu/cpu{cpu}/{rel}")
+
+    def l3_domains(self):
+        """Distinct L3 shared_cpu_list sets (cache/index3), sorted by first CPU."""
+        return sorted({frozenset(_parse_list(self.cpu_file(c, "cache/index3/shared_cpu_list"))) for c in self.cpus()},
+                      key=min)
+
     def xgmi_matrix(self, field="max_bandwidth"):
         """GPU index x GPU index matrix of an io_link field for type-11 links (0 = no direct link)."""
         idx = {n: i for i, n in enumerate(self.gpu_nodes)}
@@ -150,7 +158,16 @@ CHECKS = {
     "kfd_missing_properties": lambda t, v: [n for n, p in t.nodes.items() if p is None] == v,
     "kfd_missing_io_links": lambda t, v: [n for n, links in t.links.items() if links is None] == v,
     "kfd_verbatim": lambda t, v: _same_tree(_capture_nodes(v), os.path.join(t.root, KFD, "nodes")),
+    "l3_count": lambda t, v: len(t.l3_domains()) == v,
+    "l3_cpulists": lambda t, v: t.l3_domains() == [frozenset(_parse_list(d)) for d in v],
+    "l3_cpulists_include": lambda t, v: {frozenset(_parse_list(d)) for d in v} <= set(t.l3_domains()),
 }
+
+
+def _mask(text):
+    """Kernel cpumask (``00000000,0000ffff``: 32-bit hex words, most significant first) -> sorted CPU list."""
+    value = int(text.replace(",", ""), 16)
+    return [c for c in range(value.bit_length()) if value >> c & 1]
 
 
 def _capture_nodes(capture):
@@ -179,13 +196,20 @@ def test_profile_is_documented(name):
     p = sysroot.load_profile(name)
     assert p["description"].strip()
     prov = p["provenance"]
-    assert prov["kind"] in ("capture", "synthetic", "fault", "scale")
+    assert prov["kind"] in ("capture", "synthetic", "fault", "scale", "test")
     if prov["kind"] == "capture":
         assert "tests/fixtures/kfd/" in prov["source"] and prov["inferred"]
     if prov["kind"] == "synthetic":
         assert p["description"].startswith("SYNTHETIC") and len(prov["cites"]) >= 3
-    if prov["kind"] in ("fault", "scale"):
+    if prov["kind"] in ("fault", "scale", "test"):
         assert prov["derived_from"].split()[0] in PROFILES
+    if prov["kind"] == "test":
+        assert p["description"].startswith("TEST") and prov["purpose"].strip()
+    # a profile that sets cores_per_l3 says where the number comes from (cites / illustrative / inferred)
+    own = sysroot._read_yaml(name)
+    if "cores_per_l3" in (own.get("cpu") or {}):
+        sourced = [text for key in ("cites", "illustrative", "inferred", "derived") for text in prov.get(key) or []]
+        assert any("cores_per_l3" in text for text in sourced), f"{name}: no source for cpu.cores_per_l3"
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -227,6 +251,111 @@ def test_tree_is_self_consistent(name, built):
         assert dev["local_cpulist"] == expected
         mask = int(dev["local_cpus"].replace(",", ""), 16)
         assert sorted(c for c in cpus if mask >> c & 1) == _parse_list(expected)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_cpu_topology_files_are_consistent(name, built):
+    """Per-CPU topology/ and cache/ files, node cpumap/meminfo and /proc/cpuinfo describe one machine: SMT
+    siblings, packages, core ids, L1/L2 per core, one L3 per cores_per_l3 cores inside one NUMA node."""
+    t = built(name)
+    cpu = sysroot.load_profile(name)["cpu"]
+    tpc, per_l3 = int(cpu["threads_per_core"]), int(cpu["cores_per_l3"])
+    cpus = t.cpus()
+    numa_of = {c: node for node, lst in t.numa_lists().items() for c in _parse_list(lst)}
+    siblings = {c: _parse_list(t.cpu_file(c, "topology/thread_siblings_list")) for c in cpus}
+    package = {c: int(t.cpu_file(c, "topology/physical_package_id")) for c in cpus}
+    core_id = {c: int(t.cpu_file(c, "topology/core_id")) for c in cpus}
+    pkg_cpus = {}
+    for c in cpus:
+        pkg_cpus.setdefault(package[c], []).append(c)
+    cores = set()
+    for c in cpus:
+        sib = siblings[c]
+        assert c in sib and len(sib) == tpc
+        assert all(siblings[s] == sib and core_id[s] == core_id[c] and package[s] == package[c] for s in sib)
+        assert _mask(t.cpu_file(c, "topology/core_cpus")) == sib
+        assert _mask(t.cpu_file(c, "topology/package_cpus")) == pkg_cpus[package[c]]
+        cores.add((package[c], core_id[c]))
+        for index, (level, ctype) in enumerate(((1, "Data"), (1, "Instruction"), (2, "Unified"), (3, "Unified"))):
+            cache = f"cache/index{index}"
+            assert (int(t.cpu_file(c, f"{cache}/level")), t.cpu_file(c, f"{cache}/type")) == (level, ctype)
+            assert re.fullmatch(r"\d+K", t.cpu_file(c, f"{cache}/size"))
+            assert t.cpu_file(c, f"{cache}/coherency_line_size") == "64"
+            if level < 3:
+                assert _mask(t.cpu_file(c, f"{cache}/shared_cpu_map")) == sib
+        l3 = _parse_list(t.cpu_file(c, "cache/index3/shared_cpu_list"))
+        assert _mask(t.cpu_file(c, "cache/index3/shared_cpu_map")) == l3 and c in l3
+        assert len(l3) == per_l3 * tpc
+        assert {numa_of[x] for x in l3} == {numa_of[c]} and {package[x] for x in l3} == {package[c]}
+    assert len(cores) == len(cpus) // tpc  # (package, core_id) names one core
+    # L3 domains partition the CPUs; each has its own id
+    domains = t.l3_domains()
+    assert sorted(x for d in domains for x in d) == cpus
+    assert len({t.cpu_file(min(d), "cache/index3/id") for d in domains}) == len(domains)
+    # NUMA nodes: cpumap = cpulist, a plausible MemTotal
+    for node, lst in t.numa_lists().items():
+        base = f"sys/devices/system/node/node{node}"
+        assert _mask(_read(t.root, f"{base}/cpumap")) == _parse_list(lst)
+        match = re.fullmatch(rf"Node {node} MemTotal:\s+(\d+) kB", _read(t.root, f"{base}/meminfo"))
+        assert match and int(match.group(1)) >= 1 << 20  # at least 1 GiB
+    # /proc/cpuinfo agrees with sysfs
+    blocks = [dict(re.split(r"\s*:\s*", line, maxsplit=1) for line in block.splitlines())
+              for block in _read(t.root, "proc/cpuinfo").split("\n\n")]
+    assert [int(b["processor"]) for b in blocks] == cpus
+    assert all((int(b["physical id"]), int(b["core id"])) == (package[int(b["processor"])], core_id[int(b["processor"])])
+               and int(b["siblings"]) == len(pkg_cpus[package[int(b["processor"])]]) for b in blocks)
+
+
+def test_mi250x_l3_regions_are_the_frontier_table(built):
+    """Each Frontier L3 region lies in the NUMA node the table puts it in, and the GCD the table pairs with it is
+    local to that node."""
+    t = built("mi250x-8gcd")
+    table = {"0-7,64-71": (0, 4), "8-15,72-79": (0, 5), "16-23,80-87": (1, 2), "24-31,88-95": (1, 3),
+             "32-39,96-103": (2, 6), "40-47,104-111": (2, 7), "48-55,112-119": (3, 0), "56-63,120-127": (3, 1)}
+    assert t.l3_domains() == [frozenset(_parse_list(r)) for r in table]
+    numa = {node: set(_parse_list(lst)) for node, lst in t.numa_lists().items()}
+    for region, (node, gcd) in table.items():
+        assert set(_parse_list(region)) <= numa[node]
+        assert int(t.pci[t.gpu_bdfs[gcd]]["numa_node"]) == node
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cores_per_l3": 7}, "not a multiple of cores_per_l3"),
+    ({"cores_per_l3": 0}, "cores_per_l3 must be a positive integer"),
+    ({"cores_per_l3": None}, "cores_per_l3 must be a positive integer"),
+    ({"caches": {"l1d": "32KB"}}, "cpu.caches.l1d"),
+])
+def test_bad_cpu_keys_are_a_profile_error(tmp_path, monkeypatch, change, message):
+    good = sysroot.load_profile("mi250x-8gcd")
+    bad = dict(good, cpu=dict(good["cpu"], **change))
+    if "caches" in change:
+        bad["cpu"]["caches"] = dict(good["cpu"]["caches"], **change["caches"])
+    monkeypatch.setattr(sysroot, "load_profile", lambda _name: bad)
+    (tmp_path / "keep").write_text("x")
+    with pytest.raises(sysroot.ProfileError, match=message):
+        sysroot.build("mi250x-8gcd", str(tmp_path), force=True)
+    assert (tmp_path / "keep").read_text() == "x"  # validated before the destination was emptied
+
+
+def test_bad_memory_is_a_profile_error(tmp_path, monkeypatch):
+    good = sysroot.load_profile("mi250x-8gcd")
+    monkeypatch.setattr(sysroot, "load_profile", lambda _name: dict(good, memory={"node_kib": [1, 2]}))
+    with pytest.raises(sysroot.ProfileError, match="memory.node_kib"):
+        sysroot.build("mi250x-8gcd", str(tmp_path / "n"))
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_machine_matches_the_built_tree(name, built):
+    """sysroot.machine() (what the hwloc oracle compares hwloc with) describes the tree build() writes."""
+    t, m = built(name), sysroot.machine(name)
+    assert m["cpus"] == len(t.cpus())
+    assert [frozenset(_parse_list(d)) for d in m["l3"]] == t.l3_domains()
+    assert dict(enumerate(m["numa"])) == t.numa_lists()
+    assert [g["bdf"] for g in m["gpus"]] == t.gpu_bdfs
+    assert [g["numa"] for g in m["gpus"]] == _numa_of(t)
+    # core k = the core whose first thread is CPU k (first threads of all cores come first)
+    tree_cores = sorted({tuple(_parse_list(t.cpu_file(c, "topology/thread_siblings_list"))) for c in t.cpus()}, key=min)
+    assert [tuple(_parse_list(c)) for c in m["cores"]] == tree_cores
 
 
 @pytest.mark.parametrize("name", PROFILES)
