@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Build the simulated-node base image locally (no registry is reachable):
-# debootstrap a minimal Debian bookworm with systemd + python3, then `docker import` it.
+# debootstrap a minimal Debian bookworm with systemd + python3 (+ Slurm 22.05 and munge for the Slurm
+# integration tests), then `docker import` it.
 # Reused when the image already exists; pass --force to rebuild.
 set -euo pipefail
 image=${TOPOTUNE_NODE_IMAGE:-local/topotune-node:bookworm}
 mirror=${TOPOTUNE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # Bump when the image content changes: an image with another version is rebuilt.
-version=2
+version=3
 have=$(docker image inspect -f '{{ index .Config.Labels "topotune.image.version" }}' "$image" 2>/dev/null || true)
 if [ "${1:-}" != "--force" ] && [ "$have" = "$version" ]; then
   echo "node image $image (version $version) present"
@@ -15,18 +16,32 @@ fi
 command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; }
 root=$(mktemp -d /var/tmp/topotune-rootfs.XXXXXX)
 trap 'rm -rf "$root"' EXIT
+# mktemp made it 0700: the package scripts that run as a system user (munge's `su munge -c mungekey`) must
+# traverse the chroot's /.
+chmod 0755 "$root"
 echo "building $image with debootstrap (about a minute) ..."
 # numactl: the launch wrapper execs it; procps/iproute2: tests inspect the node.
+# slurmctld/slurmd/slurm-client/munge: a one-node Slurm (tests/integration/slurm_node.py); hwloc-nox: lstopo
+# shows what hwloc (Slurm's topology source) reads, e.g. under HWLOC_FSROOT=/sim.
 debootstrap --variant=minbase \
-  --include=python3,python3-apt,sudo,procps,iproute2,numactl,systemd,systemd-sysv,dbus \
+  --include=python3,python3-apt,sudo,procps,iproute2,numactl,systemd,systemd-sysv,dbus,munge,slurmd,slurmctld,slurm-client,hwloc-nox \
   bookworm "$root" "$mirror" >/var/tmp/topotune-debootstrap.log 2>&1 \
-  || { tail -20 /var/tmp/topotune-debootstrap.log; exit 1; }
+  || { tail -20 /var/tmp/topotune-debootstrap.log
+       # the package scripts' own errors (removed with $root on exit)
+       if [ -f "$root/debootstrap/debootstrap.log" ]; then
+         cp "$root/debootstrap/debootstrap.log" /var/tmp/topotune-debootstrap-chroot.log
+         echo "chroot log: /var/tmp/topotune-debootstrap-chroot.log"; tail -30 /var/tmp/topotune-debootstrap-chroot.log
+       fi
+       exit 1; }
 # Units that cannot work in an unprivileged container only add noise to `systemctl is-system-running`.
 for unit in systemd-udevd.service systemd-udev-trigger.service systemd-modules-load.service \
             systemd-remount-fs.service sys-kernel-config.mount sys-kernel-debug.mount \
             getty.target console-getty.service; do
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
+# Slurm and munge are installed, not running: the tests write slurm.conf and start them (the package
+# scripts enabled them for boot). munge.key is the one the package generated in this build.
+chroot "$root" systemctl disable --quiet munge.service slurmd.service slurmctld.service
 # The render group owns /dev/dri/renderD* and /dev/kfd on ROCm hosts (udev rules of amdgpu/ROCm).
 chroot "$root" sh -c 'getent group render >/dev/null || groupadd -r render'
 # What the amdgpu udev rules do on a real node (KERNEL=="kfd"/"renderD*", GROUP="render", MODE="0660"),
