@@ -40,6 +40,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "tt-slurm"
+# where sim/cluster.py builds each node's hardware tree (<STATE_DIR>/sysroots/<node name>, mounted at /sim)
+STATE_DIR = os.path.join(REPO, ".cache", "sim")
 SLURM_CONF = """\
 ClusterName=topotune
 SlurmctldHost={host}
@@ -70,7 +72,9 @@ PARTITION = "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 # What each task reports: the variables Slurm sets for GPUs and tasks, and /proc/self/status binding lines.
 PROBE_VARS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS",
               "SLURM_GPUS_ON_NODE",
-              "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+              "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+              # set by topotune-bind, and by test_slurm_launch.py's probe (numactl's memory policy)
+              "TOPOTUNE_GPU", "TOPOTUNE_VISIBLE_GPUS", "HSA_OVERRIDE_CPU_AFFINITY_DEBUG", "TT_POLICY")
 PROBE = "/usr/local/bin/tt-probe"
 PROBE_SCRIPT = r"""#!/bin/sh
 # one line per task: NAME=value for each variable that is set (unset ones are left out), then the binding
