@@ -204,3 +204,25 @@ def test_a_shared_node_gives_each_job_its_own_gpus(small):
         assert cpus == l3 == [1]
     finally:
         node.run(["scancel", blocker])
+
+
+def test_gpus_the_device_cgroup_hides_renumber_the_rest(small):
+    """What ConstrainDevices does to a job: the other GPUs' render nodes exist but cannot be opened. Here Docker's
+    device cgroup denies the DRM major (226) for GPUs 0-3, for real; ROCm would number GPUs 4-7 from 0, so the
+    wrapper exports job-local indices while SLURM_STEP_GPUS stays global."""
+    node, _model, plan = small
+    node.sh("for m in 128 129 130 131; do rm -f /dev/dri/renderD$m; mknod -m 0666 /dev/dri/renderD$m c 226 $m; done")
+    blocker = node.sbatch("--gres=gpu:4", "-o", "/dev/null", "--wrap", "sleep 60")
+    try:
+        assert node.sh("cat /dev/dri/renderD128", check=False).returncode != 0   # Operation not permitted
+        deadline = time.monotonic() + 30
+        while node.job(blocker)["JobState"] != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tasks, _err = _ranks(node, "-n2", "--overcommit", "--gres=gpu:2")
+        assert [t["SLURM_STEP_GPUS"] for t in tasks] == ["4,5", "4,5"]
+        assert [(t["TOPOTUNE_GPU"], t["ROCR_VISIBLE_DEVICES"]) for t in tasks] == [("4", "0,1"), ("5", "0,1")]
+        assert [t["TOPOTUNE_VISIBLE_GPUS"] for t in tasks] == ["4,5", "4,5"]
+        assert all(plan["bindings"][int(t["TOPOTUNE_GPU"])]["cpus"] == t["Cpus_allowed_list"] for t in tasks)
+    finally:
+        node.run(["scancel", blocker])
+        _stand_in_devices(node, 8)
