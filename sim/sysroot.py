@@ -129,6 +129,9 @@ def load_profile(name, _seen=()):
     for key in ("description", "provenance", "expect", "kfd"):
         if key not in merged:
             raise ProfileError(f"profile {name!r} lacks the required key {key!r}")
+    for key, default in DEFAULTS.items():
+        if isinstance(default, dict) and not isinstance(merged.get(key), dict):
+            raise ProfileError(f"profile {name!r}: {key} must be a mapping, not {merged.get(key)!r}")
     unknown = set(merged.get("faults") or {}) - set(FAULT_KEYS)
     if unknown:
         raise ProfileError(f"profile {name!r}: unknown fault(s) {sorted(unknown)}; known: {', '.join(FAULT_KEYS)}")
@@ -389,6 +392,9 @@ def cpumask(cpus, nr_cpus):
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
+_files_written = [0]  # by _write and _copy during the current build (cheaper than walking the tree after)
+
+
 def _write(path, text):
     # os.open/os.write: a build writes ~10^4 small files, and this is ~3x cheaper than open().write()
     fd = os.open(path, _WRITE_FLAGS, 0o644)
@@ -396,6 +402,13 @@ def _write(path, text):
         os.write(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
+    _files_written[0] += 1
+
+
+def _copy(src, dst):
+    """copytree's copy function: contents only (the capture's timestamps and modes are not part of it)."""
+    shutil.copyfile(src, dst)
+    _files_written[0] += 1
 
 
 def _prepare_dest(dest, force):
@@ -427,6 +440,14 @@ def _cpu_int(profile, key):
 
 def _hardware(profile):
     """``(layout, gpus)`` of a loaded profile: the CPU layout and the GPUs (BDF, NUMA node, render minor)."""
+    try:
+        return _hardware_of(profile)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # missing or mistyped key
+        raise ProfileError(f"profile {profile['name']}: malformed cpu or kfd section ({type(exc).__name__}: "
+                           f"{exc})") from exc
+
+
+def _hardware_of(profile):
     for key in ("threads_per_core", "nps", "cores_per_l3"):
         _cpu_int(profile, key)
     if "capture" in profile["kfd"]:
@@ -443,6 +464,8 @@ def _hardware(profile):
         if any(not 0 <= g["numa"] < len(numa_cpus) for g in gpus):
             raise ProfileError(f"profile {profile['name']}: kfd.synthetic.gpu_numa names a NUMA node outside "
                                f"0-{len(numa_cpus) - 1}")
+    if not numa_cpus or not all(numa_cpus):
+        raise ProfileError(f"profile {profile['name']}: a NUMA node without CPUs ({numa_cpus})")
     return CpuLayout(profile, numa_cpus), gpus
 
 
@@ -479,16 +502,17 @@ def build(profile_name, dest, force=False):
     _node_memory_kib(profile, len(layout.numa))
     dest = os.path.abspath(dest)
     _prepare_dest(dest, force)
+    _files_written[0] = 0
 
     topo = os.path.join(dest, KFD_TOPOLOGY)
     kfd = profile["kfd"]
     if "capture" in kfd:
         src, _unused = _capture_root(kfd["capture"])
         if src.endswith("topology"):
-            shutil.copytree(src, topo)
+            shutil.copytree(src, topo, copy_function=_copy)
         else:  # capture holds nodes/ only
             os.makedirs(topo)
-            shutil.copytree(os.path.join(src, "nodes"), os.path.join(topo, "nodes"))
+            shutil.copytree(os.path.join(src, "nodes"), os.path.join(topo, "nodes"), copy_function=_copy)
     else:
         os.makedirs(os.path.join(topo, "nodes"))
         _write_synthetic_kfd(profile, gpus, [len(n) for n in layout.numa], layout.first_core, topo)
@@ -500,8 +524,7 @@ def build(profile_name, dest, force=False):
     _write_nodes(dest, profile, layout)
     _write_misc(dest, profile, layout)
     _write(os.path.join(dest, MARKER), profile_name + "\n")
-    files = sum(len(f) for _unused, _unused, f in os.walk(dest))
-    return {"profile": profile_name, "dest": dest, "files": files,
+    return {"profile": profile_name, "dest": dest, "files": _files_written[0],
             "seconds": round(time.monotonic() - start, 3)}
 
 
@@ -511,8 +534,11 @@ def _truncate_kfd(topo, spec):
         return
     for node in spec.get("drop_properties", []):
         os.unlink(os.path.join(topo, "nodes", str(node), "properties"))
+        _files_written[0] -= 1
     for node in spec.get("drop_io_links", []):
-        shutil.rmtree(os.path.join(topo, "nodes", str(node), "io_links"))
+        links = os.path.join(topo, "nodes", str(node), "io_links")
+        _files_written[0] -= sum(len(f) for _unused, _unused, f in os.walk(links))
+        shutil.rmtree(links)
 
 
 def _write_pci(dest, profile, gpus, layout, faults):
@@ -555,10 +581,11 @@ def _write_dev(dest, gpus):
                        os.path.join(drm, name, "device"))
 
 
-# Per-CPU topology and cache files: what hwloc 2.9 (Slurm's topology source) and topotune's
-# module_utils/cpu_topology.py read, found by running hwloc on the tree under strace; the other files a kernel
-# shows (thread_siblings, core_siblings*, package_cpus_list, core_cpus_list, die_id, cache ways/sets) are read
-# by neither and left out to keep builds small. docs/simulated-nodes.md lists them.
+# Per-CPU topology and cache files: what hwloc 2.9 (Slurm's topology source) needs to find packages, cores and
+# caches, and what topotune's module_utils/cpu_topology.py reads (found by running hwloc on a tree under
+# strace). Left out to keep builds small: files neither reads (thread_siblings, core_siblings*,
+# package_cpus_list, core_cpus_list, die_id, ways_of_associativity) and files hwloc reads for details only
+# (number_of_sets, physical_line_partition, cpu_capacity). docs/simulated-nodes.md lists them.
 CACHE_INDEXES = ((1, "Data", "l1d"), (1, "Instruction", "l1i"), (2, "Unified", "l2"), (3, "Unified", "l3"))
 
 

@@ -32,21 +32,14 @@ FILES = (
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_available_governors",
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_driver",
-    # CPU topology: what module_utils/cpu_topology.py reads (thread_siblings_list, physical_package_id,
-    # cache/index*/level, type, shared_cpu_list) plus what hwloc reads (core_cpus, package_cpus, core_id,
-    # cache size/id/shared_cpu_map/coherency_line_size), so hwloc's HWLOC_FSROOT also works on the snapshot
+    # CPU topology: what module_utils/cpu_topology.py reads (thread_siblings_list, physical_package_id) plus
+    # what hwloc reads to build packages and cores (core_cpus, package_cpus, core_id), so that hwloc
+    # (HWLOC_FSROOT=<extracted dir>) finds the node's machine too; caches: CACHE_ATTRIBUTES
     "sys/devices/system/cpu/cpu*/topology/thread_siblings_list",
     "sys/devices/system/cpu/cpu*/topology/core_cpus",
     "sys/devices/system/cpu/cpu*/topology/package_cpus",
     "sys/devices/system/cpu/cpu*/topology/core_id",
     "sys/devices/system/cpu/cpu*/topology/physical_package_id",
-    "sys/devices/system/cpu/cpu*/cache/index*/level",
-    "sys/devices/system/cpu/cpu*/cache/index*/type",
-    "sys/devices/system/cpu/cpu*/cache/index*/size",
-    "sys/devices/system/cpu/cpu*/cache/index*/id",
-    "sys/devices/system/cpu/cpu*/cache/index*/shared_cpu_map",
-    "sys/devices/system/cpu/cpu*/cache/index*/shared_cpu_list",
-    "sys/devices/system/cpu/cpu*/cache/index*/coherency_line_size",
     "sys/devices/system/cpu/cpu*/cpuidle/state*/name",
     "sys/devices/system/cpu/cpu*/cpuidle/state*/disable",
     "sys/devices/system/node/online",
@@ -64,6 +57,9 @@ FILES = (
     "sys/class/dmi/id/product_name",
     "sys/class/dmi/id/sys_vendor",
 )
+# Per cache (cpu*/cache/index*): what hwloc needs to build the cache objects; shared_cpu_list, which topotune
+# reads for the L3 domains, only of level-3 caches (ids, line sizes, ways and sets are left out).
+CACHE_ATTRIBUTES = ("level", "type", "size", "shared_cpu_map")
 PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
                   "max_link_width", "current_link_speed", "max_link_speed")
 DEVICES = ("dev/kfd", "dev/dri/renderD*", "dev/dri/card*")
@@ -109,6 +105,12 @@ def collect(sysroot="/"):
                 unreadable.append(_rel(sysroot, path))
             else:
                 files[_rel(sysroot, path)] = data
+    for index in sorted(glob.glob(os.path.join(sysroot, "sys/devices/system/cpu/cpu*/cache/index*"))):
+        level = _read(os.path.join(index, "level"))
+        for attr in CACHE_ATTRIBUTES + (("shared_cpu_list",) if level and level.strip() == b"3" else ()):
+            data = _read(os.path.join(index, attr))
+            if data is not None:
+                files[_rel(sysroot, os.path.join(index, attr))] = data
     pci = os.path.join(sysroot, "sys/bus/pci/devices")
     for bdf in sorted(os.listdir(pci)) if os.path.isdir(pci) else []:
         vendor = _read(os.path.join(pci, bdf, "vendor"))

@@ -476,3 +476,32 @@ def test_cli_error_is_a_message_not_a_traceback(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(REPO, "sim", "sysroot.py"), "build", "nope", str(tmp_path)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "not found" in proc.stderr
+
+
+@pytest.mark.parametrize("body, message", [
+    ("cpu: null", "cpu must be a mapping"),
+    ("cpu: {cores_per_l3: 5}", "not a multiple of cores_per_l3=5"),
+    ("cpu: {cores_per_l3: two}", "cores_per_l3 must be a positive integer"),
+    ("kfd: {synthetic: {gpu_numa: [0, 0]}}", "8 bdfs but 2 gpu_numa"),
+    ("kfd: {synthetic: {gpu_numa: [0, 0, 0, 0, 1, 1, 1, 9]}}", "NUMA node outside 0-1"),
+    ("memory: {node_kib: lots}", "memory.node_kib"),
+    ("cpu: {cores_per_socket: null}", "cpu.cores_per_socket must be a positive integer"),
+])
+def test_cli_malformed_profile_is_a_message(tmp_path, monkeypatch, capsys, body, message):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name in ("mi300x-8gpu-spx", "mi300x-8gpu-cpx"):
+        (profiles / f"{name}.yml").write_text(open(os.path.join(sysroot.PROFILES_DIR, f"{name}.yml")).read())
+    (profiles / "bad.yml").write_text(f"description: bad\nprovenance: {{kind: synthetic}}\nbase: mi300x-8gpu-spx\n"
+                                      f"{body}\nexpect: {{}}\n")
+    monkeypatch.setattr(sysroot, "PROFILES_DIR", str(profiles))
+    assert sysroot.main(["build", "bad", str(tmp_path / "node")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "node").exists()
+
+
+@pytest.mark.parametrize("name", ["fault-truncated-kfd", "mi300x-8gpu-2cpu"])
+def test_build_reports_the_files_it_wrote(tmp_path, name):
+    result = sysroot.build(name, str(tmp_path / "n"))
+    assert result["files"] == sum(len(files) for _unused, _unused, files in os.walk(tmp_path / "n"))
