@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import re
 
+from .cpulist import format_cpulist, parse
+
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:=+@%,-]+$")
 _SHM = re.compile(r"^[0-9]+[bkmgBKMG]?$")
@@ -82,28 +84,6 @@ def gpu_groups(topology, groups):
     return result
 
 
-def _cpulist(values):
-    """Range form of the union of cpulists (standard library only, like the rest of this module)."""
-    cpus = set()
-    for text in values:
-        for part in str(text).split(","):
-            low, _sep, high = part.partition("-")
-            if low.isdigit() and (not high or high.isdigit()):
-                cpus.update(range(int(low), int(high or low) + 1))
-    out, start, prev = [], None, None
-    for cpu in sorted(cpus):
-        if start is None:
-            start = prev = cpu
-        elif cpu == prev + 1:
-            prev = cpu
-        else:
-            out.append(str(start) if start == prev else "%d-%d" % (start, prev))
-            start = prev = cpu
-    if start is not None:
-        out.append(str(start) if start == prev else "%d-%d" % (start, prev))
-    return ",".join(out)
-
-
 def numa_confinement(topology, gpus):
     """(cpus, nodes) of the NUMA nodes holding ``gpus``: what --cpuset-cpus / --cpuset-mems confine a group's
     container to. None when a member's NUMA node or a node's CPU list is unknown (then nothing is confined)."""
@@ -111,7 +91,7 @@ def numa_confinement(topology, gpus):
     nodes = sorted({g.get("numa_node") for g in gpus})
     if not nodes or any(not isinstance(n, int) or n < 0 or not cpus_of.get(n) for n in nodes):
         return None
-    return _cpulist(cpus_of[n] for n in nodes), nodes
+    return format_cpulist(c for n in nodes for c in parse(cpus_of[n])), nodes
 
 
 def device_gids(device_facts):

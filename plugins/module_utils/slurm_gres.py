@@ -129,8 +129,8 @@ def render_gres(topology, gpus, bindings, gres_index, options):
         path = "%s/dri/renderD%d" % (options["dev_dir"], gpu["render_minor"])
         entry = {"gpu": index, "file": path, "cores": cores, "links": links[index] if links else None}
         lines.append(entry)
-        body.append("# GPU %d %s NUMA %s CPUs %s" % (index, gpu.get("bdf") or "", _text(b["numa_node"]),
-                                                   numa_cpus.get(b["numa_node"]) or "-"))
+        body.append("# GPU %d %s NUMA %s CPUs %s" % (
+            index, gpu.get("bdf") or "", _text(b["numa_node"]), numa_cpus.get(b["numa_node"]) or "-"))
         body.append("Name=gpu%s File=%s%s%s Flags=amd_gpu_env" % (
             type_part, path, " Cores=%s" % cores if cores else "", " Links=%s" % entry["links"] if links else ""))
     summary = {"socket_parameter": parameter, "node_line": node_line, "lines": lines}

@@ -312,7 +312,7 @@ def test_indices_are_global_gres_indices_not_step_local(launch):
 
 def test_concurrent_jobs_get_disjoint_gpus(launch):
     script = "/usr/local/bin/tt-probe; srun /usr/local/bin/tt-probe; sleep 3"
-    jobs = [launch.sbatch("--gres=gpu:4", "-o", "/tmp/tt-job-%j.out", "--wrap", script) for _ in range(2)]
+    jobs = [launch.sbatch("--gres=gpu:4", "-o", "/tmp/tt-job-%j.out", "--wrap", script) for _job in range(2)]
     assert running(launch, jobs), [launch.job(j)["JobState"] for j in jobs]   # both at the same time
     assert set(launch.wait_jobs_done(jobs).values()) == {"COMPLETED"}
     seen = []

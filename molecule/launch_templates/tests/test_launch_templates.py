@@ -36,9 +36,9 @@ def test_the_cli_renders_exactly_what_the_role_wrote(host):
     sysroot = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "sysroots", name)
     repo = os.environ["MOLECULE_PROJECT_DIRECTORY"]
     options = host.ansible.get_variables()
+    visible = options.get("launch_templates_visible_devices_env", "ROCR_VISIBLE_DEVICES")
     argv = [sys.executable, os.path.join(repo, "bin", "topotune"), "launch", "--sysroot", sysroot, "--dev-dir", "/sim/dev",
-            "--node-name", host.check_output("hostname -s"), "--visible-devices-env", options.get("launch_templates_visible_devices_env",
-                                                                       "ROCR_VISIBLE_DEVICES")]
+            "--node-name", host.check_output("hostname -s"), "--visible-devices-env", visible]
     for size in options.get("launch_templates_sizes", [2, 4, 8]):
         argv += ["--size", str(size)]
     for fmt, path in (("gres", "gres.conf"), ("table", "bind.table"), ("readme", "README")):
