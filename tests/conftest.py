@@ -17,3 +17,38 @@ if not os.path.islink(_LINK):
     os.symlink(REPO, _LINK)
 if _COLLECTIONS not in sys.path:
     sys.path.insert(0, _COLLECTIONS)
+
+
+import pytest  # noqa: E402 - after the path set-up above
+
+sys.path.insert(0, os.path.join(REPO, "sim"))
+import sysroot as _sim  # noqa: E402 - sim/ is not a package
+
+
+@pytest.fixture(scope="session")
+def sim_tree(tmp_path_factory):
+    """``sim_tree(profile)``: the profile's sysroot, built once per test session. Read it, never change it (tests
+    that alter a tree build their own)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            dest = tmp_path_factory.mktemp(name) / "root"
+            _sim.build(name, str(dest))
+            cache[name] = str(dest)
+        return cache[name]
+    return get
+
+
+@pytest.fixture(scope="session")
+def sim_model(sim_tree):
+    """``sim_model(profile)``: the topology model of the profile's sysroot (``load_capture``), once per session."""
+    from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
+
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = load_capture(sysroot=sim_tree(name))
+        return cache[name]
+    return get

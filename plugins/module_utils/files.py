@@ -73,6 +73,26 @@ def commit(module, tmp, path, mode, root_owned):
         os.chown(path, 0, 0)
 
 
+def stage_all(module, writes, root_owned):
+    """stage() every ``(path, content, mode, validate)`` before any file is renamed into place; returns
+    ``[(tmp, path, mode)]`` for commit_all(). On any error every staged temp file is removed and the error raised:
+    nothing of the set has changed."""
+    staged = []
+    try:
+        for path, content, mode, validate in writes:
+            staged.append((stage(module, path, content, mode, root_owned, validate), path, mode))
+    except BaseException:
+        for tmp, _path, _mode in staged:
+            discard(tmp)
+        raise
+    return staged
+
+
+def commit_all(module, staged, root_owned):
+    for tmp, path, mode in staged:
+        commit(module, tmp, path, mode, root_owned)
+
+
 def discard(tmp):
     if os.path.exists(tmp):
         os.unlink(tmp)

@@ -176,7 +176,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.files import commit, diff_entry, differs, discard, read_text, stage
+from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import ENV_FILE, render
 from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
@@ -212,17 +212,8 @@ class LaunchTemplates:
         for path in stale:
             diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
         if not self.module.check_mode:
-            # stage every file before renaming any: a failed write leaves the whole set as it was
-            staged = []
-            try:
-                for path, content, mode in todo:
-                    staged.append((stage(self.module, path, content, mode, self.as_root), path, mode))
-            except BaseException:
-                for tmp, _path, _mode in staged:
-                    discard(tmp)
-                raise
-            for tmp, path, mode in staged:
-                commit(self.module, tmp, path, mode, self.as_root)
+            # every file staged before any is renamed: a failed write leaves the whole set as it was
+            commit_all(self.module, stage_all(self.module, [t + (None,) for t in todo], self.as_root), self.as_root)
             for path in stale:
                 os.unlink(path)
         return {

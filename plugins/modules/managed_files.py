@@ -157,12 +157,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     ValidationError,
-    commit,
+    commit_all,
     diff_entry,
     differs,
-    discard,
     read_text,
-    stage,
+    stage_all,
 )
 
 
@@ -249,20 +248,11 @@ class ManagedFiles:
 
     def _apply(self, writes, removals, link_changes):
         # stage and validate everything first: a rejected file leaves every file of the call as it was
-        staged = []
         try:
-            for path, content, mode, validate in writes:
-                staged.append((stage(self.module, path, content, mode, self.root_owned, validate), path, mode))
+            staged = stage_all(self.module, writes, self.root_owned)
         except ValidationError as err:
-            for tmp, _path, _mode in staged:
-                discard(tmp)
             self.fail("%s; no file was changed" % err)
-        except BaseException:
-            for tmp, _path, _mode in staged:
-                discard(tmp)
-            raise
-        for tmp, path, mode in staged:
-            commit(self.module, tmp, path, mode, self.root_owned)
+        commit_all(self.module, staged, self.root_owned)
         for path in removals:
             os.unlink(path)
         for path, src in link_changes:

@@ -63,35 +63,26 @@ def running(node, job_ids, timeout=30):
 
 @pytest.fixture(scope="module")
 def mi250x():
-    node = SlurmNode("mi250x-8gcd").start()
-    try:
+    with SlurmNode("mi250x-8gcd") as node:
         node.make_devices(8)
         node.configure(gres_conf("mi250x", MI250X_CORES, MI250X_LINKS), MI250X_NODE)
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="module")
 def mi300x():
-    node = SlurmNode("mi300x-8gpu-spx").start()
-    try:
+    with SlurmNode("mi300x-8gpu-spx") as node:
         node.make_devices(8)
         node.configure(gres_conf("mi300x", MI300X_CORES, ALL_TO_ALL), "Sockets=2 CoresPerSocket=96 ThreadsPerCore=2 Gres=gpu:mi300x:8")
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="module")
 def launch():
-    node = SlurmNode("mi300x-8gpu-2cpu").start()
-    try:
+    with SlurmNode("mi300x-8gpu-2cpu") as node:
         node.make_devices(8)
         node.configure(gres_conf("mi300x", TWO_CPU_CORES, ALL_TO_ALL), TWO_CPU_NODE, extra=L3_AS_SOCKET)
         yield node
-    finally:
-        node.stop()
 
 
 def _real_cpus(node):

@@ -60,22 +60,16 @@ def _stand_in_devices(node, count):
 
 @pytest.fixture(scope="module")
 def mi250x():
-    node = SlurmNode("mi250x-8gcd").start()
-    try:
+    with SlurmNode("mi250x-8gcd") as node:
         _stand_in_devices(node, 8)
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="module")
 def mi300x():
-    node = SlurmNode("mi300x-8gpu-spx").start()
-    try:
+    with SlurmNode("mi300x-8gpu-spx") as node:
         _stand_in_devices(node, 8)
         yield node
-    finally:
-        node.stop()
 
 
 def _assert_slurm_takes_the_generated_gres(node, plan, gpu_type, sockets):
@@ -116,13 +110,10 @@ def test_mi300x_spx_generated_gres_is_accepted_without_a_parameter(mi300x):
 
 @pytest.fixture(scope="module")
 def small():
-    node = SlurmNode("mi300x-8gpu-2cpu").start()
-    try:
+    with SlurmNode("mi300x-8gpu-2cpu") as node:
         _stand_in_devices(node, 8)
         model, plan = _configure(node, {"cpu_binding": "l3", "gres_type": "mi300x", "sizes": [2, 4, 8]})
         yield node, model, plan
-    finally:
-        node.stop()
 
 
 def _ranks(node, *srun_args):

@@ -156,15 +156,14 @@ def compare_topotune(hw, root):
 
 
 @pytest.fixture(scope="module")
-def hwloc_of(tmp_path_factory):
+def hwloc_of(tmp_path_factory, sim_tree):
     cache = {}
 
     def get(name):
         if name not in cache:
-            dest = tmp_path_factory.mktemp(name)
-            sysroot.build(name, str(dest / "root"))
-            xml_text, listed = run_hwloc(str(dest / "root"), dest)
-            cache[name] = (str(dest / "root"), Hwloc(xml_text), listed)
+            root = sim_tree(name)
+            xml_text, listed = run_hwloc(root, tmp_path_factory.mktemp(name))
+            cache[name] = (root, Hwloc(xml_text), listed)
         return cache[name]
 
     return get

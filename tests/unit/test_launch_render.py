@@ -17,7 +17,6 @@ from ansible_collections.topotune.instinct.plugins.module_utils.topology import 
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "sim"))
-import sysroot as simsys  # noqa: E402 - sim/ is not a package
 
 # Read by hand: Frontier/LUMI GCD -> NUMA table (mi250-topology-facts.md) and the MI210 capture, where KFD
 # GPU nodes 2-5 link to CPU node 0 and nodes 6-9 to CPU node 1.
@@ -28,17 +27,9 @@ EXPECTED_NUMA = {
 }
 
 
-@pytest.fixture(scope="module")
-def topo(tmp_path_factory):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            dest = tmp_path_factory.mktemp(name)
-            simsys.build(name, str(dest), force=True)
-            cache[name] = load_capture(sysroot=str(dest))
-        return cache[name]
-    return get
+@pytest.fixture()
+def topo(sim_model):
+    return sim_model
 
 
 def _files(result):

@@ -101,14 +101,12 @@ class Tree:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(sim_tree):
     cache = {}
 
     def get(name):
         if name not in cache:
-            dest = tmp_path_factory.mktemp(name)
-            sysroot.build(name, str(dest))
-            cache[name] = Tree(str(dest))
+            cache[name] = Tree(sim_tree(name))
         return cache[name]
 
     return get

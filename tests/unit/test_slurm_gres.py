@@ -16,17 +16,9 @@ import sysroot as simsys  # noqa: E402 - sim/ is not a package
 PROFILES = [name for name, _desc in simsys.list_profiles()]
 
 
-@pytest.fixture(scope="module")
-def topo(tmp_path_factory):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            dest = tmp_path_factory.mktemp(name)
-            simsys.build(name, str(dest), force=True)
-            cache[name] = load_capture(sysroot=str(dest))
-        return cache[name]
-    return get
+@pytest.fixture()
+def topo(sim_model):
+    return sim_model
 
 
 def _gres(model, options=None):
