@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 # What the caller's environment may hold; cleared so each case states its own.
 CLEARED = ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID",
            "TOPOTUNE_GROUP", "TOPOTUNE_GROUP_SIZE", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-           "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "TOPOTUNE_BIND_STRICT",
+           "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_JOB_ID", "TOPOTUNE_BIND_STRICT",
            "TOPOTUNE_BIND_DEVDIR", "TOPOTUNE_BIND_NUMACTL"]
 MI250X_NUMA = {0: 3, 1: 3, 2: 1, 3: 1, 4: 0, 5: 0, 6: 2, 7: 2}
 MI250X_CPUS = {0: "48-63,112-127", 2: "16-31,80-95", 4: "0-15,64-79", 6: "32-47,96-111"}
@@ -169,6 +169,11 @@ REFUSED = [
 def test_what_cannot_be_honoured_is_refused_with_the_reason(mi250x, env, message):
     proc = mi250x.run(["--", "app"], env, expect_rc=2)
     assert message in proc.stderr and proc.stdout == ""
+
+
+def test_a_slurm_job_without_gpu_gres_is_named(mi250x):
+    out = mi250x.show({"LOCAL_RANK": "0", "SLURM_JOB_ID": "42"})
+    assert out["TOPOTUNE_GPU"] == "0" and "Slurm job 42 without SLURM_STEP_GPUS/SLURM_JOB_GPUS" in out["stderr"]
 
 
 def test_an_index_past_the_visible_gpus_stops_the_list_like_rocm(mi250x):
