@@ -564,6 +564,12 @@ def _write_pci(dest, profile, gpus, layout, faults):
         }
         for key, val in values.items():
             _write(os.path.join(d, key), f"{val}\n")
+        # amdgpu's fw_version/<name>_fw_version, printed "0x%08x"
+        firmware = profile.get("firmware") or {}
+        if firmware:
+            os.makedirs(os.path.join(d, "fw_version"), exist_ok=True)
+            for name, version in sorted(firmware.items()):
+                _write(os.path.join(d, "fw_version", f"{name}_fw_version"), f"0x{int(version):08x}\n")
 
 
 def _write_dev(dest, gpus):

@@ -61,7 +61,7 @@ FILES = (
 # reads for the L3 domains, only of level-3 caches (ids, line sizes, ways and sets are left out).
 CACHE_ATTRIBUTES = ("level", "type", "size", "shared_cpu_map")
 PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
-                  "max_link_width", "current_link_speed", "max_link_speed")
+                  "max_link_width", "current_link_speed", "max_link_speed", "fw_version/mec_fw_version")
 DEVICES = ("dev/kfd", "dev/dri/renderD*", "dev/dri/card*")
 AMD_VENDOR = "0x1002"
 # sysfs files report a 4 KiB size whatever they hold; nothing topotune reads is larger than this

@@ -8,7 +8,7 @@ Public API:
     The KFD ``nodes`` directory: ``<sysroot>/KFD_NODES``, or ``path`` given as the ``topology`` or the
     ``nodes`` directory of a capture. Raises ``TopologyError`` when it does not exist.
 ``read_kfd(sysroot=None, path=None)``
-    A ``Topology`` (source ``kfd``). PCI facts (NUMA node, local CPUs, link width/speed) come from
+    A ``Topology`` (source ``kfd``). PCI facts (NUMA node, local CPUs, link width/speed, firmware versions) come from
     ``<sysroot>/sys/bus/pci/devices/<bdf>/``, NUMA CPU lists from
     ``<sysroot>/sys/devices/system/node/node<N>/cpulist``; both are optional (captures hold no PCI sysfs).
 
@@ -219,6 +219,7 @@ def _pci_facts(sysroot, bdf):
         return None
     facts = {"numa_node": read_int(os.path.join(dev, "numa_node"), None)}
     facts["local_cpulist"] = read_text(os.path.join(dev, "local_cpulist"), None)
+    facts["firmware"] = _firmware(dev)
     facts["pcie"] = {
         "current_width": _width(read_text(os.path.join(dev, "current_link_width"), None)),
         "max_width": _width(read_text(os.path.join(dev, "max_link_width"), None)),
@@ -226,6 +227,20 @@ def _pci_facts(sysroot, bdf):
         "max_speed_gts": _speed(read_text(os.path.join(dev, "max_link_speed"), None)),
     }
     return facts
+
+
+# amdgpu's fw_version/<name>_fw_version files ("0x%08x"); the ones knowledge/ rules read.
+FIRMWARE_FILES = ("mec",)
+
+
+def _firmware(dev):
+    """``{"mec": 177}`` from the device's fw_version/ files; None when the driver exposes none."""
+    found = {}
+    for name in FIRMWARE_FILES:
+        value = read_int(os.path.join(dev, "fw_version", "%s_fw_version" % name), None)
+        if value is not None:
+            found[name] = value
+    return found or None
 
 
 def _numa_cpulists(sysroot, topo):
@@ -307,6 +322,7 @@ def read_kfd(sysroot=None, path=None):
         pci = _pci_facts(sysroot, bdf)
         if pci is not None:
             gpu["pcie"] = pci["pcie"]
+            gpu["firmware"] = pci["firmware"]
             if pci["numa_node"] is None:
                 topo.warn("GPU %d (%s): %s/%s/numa_node is unreadable: NUMA node unknown"
                           % (gpu["index"], bdf, PCI_DEVICES, bdf))

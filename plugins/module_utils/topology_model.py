@@ -8,7 +8,8 @@ Public API (standard library only):
     Model schema version (``1``).
 ``Topology(source)``
     Builder: ``add_gpu(**fields)`` (returns the GPU dict), ``set_link(a, b, kind, hops, weight=,
-    xgmi_links=, bandwidth_mbps=)`` (``kind`` is the link ``type``), ``numa_cpus[node] = cpulist``, ``warn(msg)``, ``sources``;
+    xgmi_links=, bandwidth_mbps=, p2p_access=)`` (``kind`` is the link ``type``; ``p2p_access`` True/False when
+    the source reports peer access, else None), ``numa_cpus[node] = cpulist``, ``warn(msg)``, ``sources``;
     ``finalize()`` derives hives, xGMI cliques, NUMA nodes and physical devices; ``to_dict()`` returns
     the model dict (calls ``finalize``).
 ``new_gpu(index)``
@@ -32,7 +33,7 @@ SCHEMA = 1
 GPU_KEYS = (
     "index", "kfd_node", "gpu_id", "bdf", "physical_index", "partition", "gfx", "gfx_target_version",
     "device_id", "vendor_id", "render_minor", "hive_id", "numa_node", "numa_source", "cpus", "pcie",
-    "simd_count", "num_xcc", "unique_id", "name",
+    "simd_count", "num_xcc", "unique_id", "name", "firmware",
 )
 
 
@@ -154,11 +155,11 @@ class Topology:
         self.gpus.append(gpu)
         return gpu
 
-    def set_link(self, a, b, kind, hops, weight=None, xgmi_links=None, bandwidth_mbps=None):
+    def set_link(self, a, b, kind, hops, weight=None, xgmi_links=None, bandwidth_mbps=None, p2p_access=None):
         a, b = min(a, b), max(a, b)
         self.links[(a, b)] = {
             "a": a, "b": b, "type": kind, "hops": hops, "weight": weight,
-            "xgmi_links": xgmi_links, "bandwidth_mbps": bandwidth_mbps,
+            "xgmi_links": xgmi_links, "bandwidth_mbps": bandwidth_mbps, "p2p_access": p2p_access,
         }
 
     def link(self, a, b):

@@ -66,7 +66,8 @@ class Tree:
         self.gpu_bdfs = [os.path.basename(os.path.realpath(os.path.join(drm, f"renderD{m}", "device")))
                          for m in minors]
         self.pci = {
-            bdf: {f: _read(os.path.join(root, PCI, bdf), f) for f in os.listdir(os.path.join(root, PCI, bdf))}
+            bdf: {f: _read(os.path.join(root, PCI, bdf), f) for f in os.listdir(os.path.join(root, PCI, bdf))
+                  if os.path.isfile(os.path.join(root, PCI, bdf, f))}
             for bdf in os.listdir(os.path.join(root, PCI))
         }
 
@@ -503,3 +504,9 @@ def test_cli_malformed_profile_is_a_message(tmp_path, monkeypatch, capsys, body,
 def test_build_reports_the_files_it_wrote(tmp_path, name):
     result = sysroot.build(name, str(tmp_path / "n"))
     assert result["files"] == sum(len(files) for _unused, _unused, files in os.walk(tmp_path / "n"))
+
+
+def test_firmware_versions_are_written_as_amdgpu_prints_them(built):
+    tree = built("mi300x-8gpu-spx")
+    for bdf in os.listdir(os.path.join(tree.root, PCI)):
+        assert _read(os.path.join(tree.root, PCI, bdf), "fw_version/mec_fw_version") == "0x000000b1"

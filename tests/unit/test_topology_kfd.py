@@ -256,3 +256,9 @@ def test_mi250_like_hive_without_direct_link(tmp_path):
     far = [link for link in model["links"] if (link["a"], link["b"]) == (0, 2)][0]
     assert (far["type"], far["hops"], far["weight"]) == ("xgmi", 2, 30)
     assert model["xgmi_cliques"] == [[0, 1], [1, 2]]
+
+
+def test_firmware_versions_come_from_the_pci_devices(sim_model):
+    assert {g["firmware"]["mec"] for g in sim_model("mi300x-8gpu-spx")["gpus"]} == {177}
+    # no fw_version/ in the tree: unknown, not zero
+    assert {g["firmware"] for g in sim_model("mi250x-8gcd")["gpus"]} == {None}
