@@ -14,6 +14,8 @@ Public API (standard library only, Python 3.8+):
     one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
     (``generation``, ``gpu_count``, ``bios_version``, ``cpu_governor``, ``transparent_hugepage``,
     ``skip``).
+``device_variant(gpus, gen)``
+    The generation's ``variants`` entry the GPUs' device id names (HF product variant, SR-IOV ``vf``), or None.
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
 
@@ -24,7 +26,7 @@ the check; the ``cvs`` key names the CVS test.
 import os
 import re
 
-from .cpulist import format_cpulist
+from .cpulist import CpulistError, format_cpulist, parse
 from .sysroot import join, list_dir, read_text
 
 STATUSES = ("pass", "warn", "fail", "unknown")
@@ -144,6 +146,15 @@ def _cpu_vendor(sysroot):
     return match.group(1) if match else None
 
 
+def _possible_cpus(sysroot):
+    """How many CPUs the firmware describes (``cpu/possible``): unlike the online CPUs, not capped at 255 when
+    Linux had to turn X2APIC off, so the X2APIC check can see the machine it is about."""
+    try:
+        return len(parse(read_text(join(sysroot, "sys/devices/system/cpu/possible"), "")) or []) or None
+    except CpulistError:
+        return None
+
+
 def gather(sysroot="/"):
     """Return the observed facts under ``sysroot`` (read-only)."""
     iommu_dir = join(sysroot, "sys/class/iommu")
@@ -157,6 +168,7 @@ def gather(sysroot="/"):
         "thp": _selected(read_text(join(sysroot, "sys/kernel/mm/transparent_hugepage/enabled"), None)),
         "bios_version": read_text(join(sysroot, "sys/class/dmi/id/bios_version"), None),
         "cpu_vendor": _cpu_vendor(sysroot),
+        "cpus_possible": _possible_cpus(sysroot),
     }
     facts.update(_gather_cpus(sysroot))
     return facts
@@ -211,7 +223,7 @@ def detect_generation(gpus, generations, name=None):
         return None
     by_id = {}
     for gen in generations:
-        for dev in gen.get("device_ids") or []:
+        for dev in list(gen.get("device_ids") or []) + [v.get("device_id") for v in gen.get("variants") or []]:
             by_id[str(dev).lower()] = gen
     counts = {}
     for gpu in gpus:
@@ -222,6 +234,31 @@ def detect_generation(gpus, generations, name=None):
         return None
     best = max(sorted(counts), key=lambda n: counts[n])
     return next(g for g in generations if g["name"] == best)
+
+
+def device_variant(gpus, gen):
+    """The variant entry (``{device_id, kind, name}``) of ``gen`` the GPUs are, or None for its main device ids."""
+    variants = {str(v.get("device_id")).lower(): v for v in (gen or {}).get("variants") or []}
+    seen = [variants[g["device_id"]] for g in gpus if g.get("device_id") in variants]
+    return max(seen, key=seen.count) if seen else None
+
+
+# Settings of the physical host: an SR-IOV guest sees a virtual link, the VM's NUMA and IOMMU, not the host's BIOS.
+HOST_ONLY = ("gpu_pcie_speed_width", "iommu_state", "numa_nps", "smt")
+
+
+def _as_guest(results, variant, gen):
+    """Host-level results of a virtual-function guest become unknown, naming where to check them."""
+    out = []
+    attest = {item["id"] for item in (gen or {}).get("bios_attest") or []}
+    for res in results:
+        if res["id"] in HOST_ONLY or res["id"] in attest:
+            res = dict(res, status="unknown", observed="%s (SR-IOV virtual function %s): %s" % (
+                variant["name"], variant["device_id"], res["observed"]),
+                remediation="a guest sees the hypervisor's virtual link, NUMA and IOMMU: check %s on the host"
+                % res["id"])
+        out.append(res)
+    return out
 
 
 def summarize(results):
@@ -251,8 +288,14 @@ def _check_generation(facts, gen, options):
                        "a device id listed in knowledge/gpu_generations.yml",
                        "check that amdgpu sees the GPUs (lspci -d 1002:), or set platform_checks_generation; "
                        "GPU expectations fall back to each device's own maximum link", "knowledge/gpu_generations.yml")
-    ids = [d for d in amd if d not in [str(x).lower() for x in gen.get("device_ids") or []]]
-    observed = "%s (%s)" % (gen["name"], ", ".join(amd) or "forced by platform_checks_generation")
+    known = [str(x).lower() for x in gen.get("device_ids") or []]
+    names = {}
+    for variant in gen.get("variants") or []:
+        known.append(str(variant.get("device_id")).lower())
+        names[str(variant.get("device_id")).lower()] = variant.get("name")
+    ids = [d for d in amd if d not in known]
+    observed = "%s (%s)" % (gen["name"], ", ".join("%s %s" % (d, names[d]) if d in names else d for d in amd)
+                            or "forced by platform_checks_generation")
     if ids:
         return _result("gpu_generation", "warn", observed + "; other AMD devices: " + ", ".join(ids),
                        "one GPU generation per node", "mixed GPU generations: check the node's inventory group",
@@ -328,7 +371,7 @@ def _check_gpu_numa(facts):
 
 
 def _check_cmdline(facts, gen, pending=()):
-    params = list(((gen or {}).get("kernel_params") or {}).get("required") or ["iommu=pt", "pci=realloc=off"])
+    params = list(((gen or {}).get("kernel_params") or {}).get("required") or ["iommu=pt", "pci=realloc=off", "pci=bfsort"])
     if facts.get("cpu_vendor") == "GenuineIntel" and "intel_iommu=on" not in params:
         params.append("intel_iommu=on")
     source = ((gen or {}).get("kernel_params") or {}).get("source") or "system-acceptance-docs kernel-parameters.md"
@@ -356,7 +399,8 @@ def _check_cmdline(facts, gen, pending=()):
 
 def _check_iommu(facts, gen, host):
     units = facts["iommu_units"]
-    cpus = len(facts["cpus"])
+    # the CPUs the machine has, not the online ones: X2APIC off leaves at most 255 of them online
+    cpus = max(len(facts["cpus"]), facts.get("cpus_possible") or 0)
     limit = int((host.get("x2apic_cpu_limit") or {}).get("cpus", 256))
     bios = (gen or {}).get("iommu_bios")
     source = (gen or {}).get("bios_source") or _BIOS_SOURCE
@@ -381,12 +425,20 @@ def _check_iommu(facts, gen, host):
 
 def _check_nps(facts, gen):
     allowed = (gen or {}).get("nps_allowed")
-    source = (gen or {}).get("bios_source") or _BIOS_SOURCE
+    policy = (gen or {}).get("nps_policy") or {}
+    source = policy.get("source") or (gen or {}).get("bios_source") or _BIOS_SOURCE
     nodes, packages = facts["numa_nodes"], facts["packages"]
+    fix = ("set BIOS AMD CBS > DF Common Options > Memory Addressing > NUMA nodes per socket to NPS%s"
+           % (allowed[0] if allowed else 1))
     if nodes is None or not packages:
         return _result("numa_nps", "unknown", "NUMA nodes %s, sockets %s" % (nodes, packages),
                        "NPS in %s" % (allowed or "?"), "run on the node itself (sys/devices/system/node, "
                        "cpu*/topology/physical_package_id)", source)
+    if nodes < packages:
+        # one NUMA node over several sockets: NPS0
+        return _result("numa_nps", policy.get("nps0", "fail"), "NPS0 (%d NUMA node(s), %d sockets)" % (nodes, packages),
+                       "NPS in %s" % (allowed or "?"), fix + ("; AMD: %s" % " ".join(policy["wording"].split())
+                                                               if policy.get("wording") else ""), source)
     if nodes % packages:
         return _result("numa_nps", "warn", "%d NUMA nodes with CPUs over %d sockets" % (nodes, packages),
                        "NPS in %s" % (allowed or "?"), "uneven NUMA nodes per socket: check NPS and offline CPUs",
@@ -398,9 +450,8 @@ def _check_nps(facts, gen):
     expected = "NPS " + "/".join(str(a) for a in allowed)
     if nps in allowed:
         return _result("numa_nps", "pass", observed, expected, source=source)
-    return _result("numa_nps", "fail", observed, expected,
-                   "set BIOS AMD CBS > DF Common Options > Memory Addressing > NUMA nodes per socket to NPS%s"
-                   % allowed[0], source)
+    wording = " (AMD: %s)" % " ".join(policy["wording"].split()) if policy.get("wording") else ""
+    return _result("numa_nps", policy.get("outside_allowed", "fail"), observed, expected, fix + wording, source)
 
 
 def _check_smt(facts, gen):
@@ -539,5 +590,8 @@ def run_checks(facts, knowledge, options=None):
         _check_bios_version(facts, options),
     ])
     results.extend(_check_attest(gen))
+    variant = device_variant(facts["gpus"], gen)
+    if variant and variant.get("kind") == "vf":
+        results = _as_guest(results, variant, gen)
     skip = set(options.get("skip") or [])
     return [r for r in results if r["id"] not in skip]

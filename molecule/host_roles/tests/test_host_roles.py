@@ -38,11 +38,11 @@ def test_numa_balancing_off_now_and_persisted(host):
 def test_kernel_parameters_persisted(host):
     if host.ansible.get_variables().get("kernel_tuning_bootloader") == "grubby":
         args = host.file("/var/lib/fake-grubby/args").content_string.split()
-        assert args == ["ro", "quiet", "iommu=pt", "pci=realloc=off"]
+        assert args == ["ro", "quiet", "iommu=pt", "pci=realloc=off", "pci=bfsort"]
         assert not host.file("/etc/default/grub.d/90-topotune.cfg").exists
     else:
         cfg = host.file("/etc/default/grub.d/90-topotune.cfg").content_string
-        assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off"' in cfg
+        assert 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off pci=bfsort"' in cfg
 
 
 def test_c2_disabled_on_every_cpu(host):
