@@ -13,11 +13,19 @@ description:
     of step time above 30% leads to checking xGMI hops, then cross-NUMA traffic above 40% leads to a
     network upgrade or topology rebuild, otherwise to tuning the environment; at or below 30% leads to adding
     GPUs - and ranks the article's cost/benefit table for the outcome.
+  - Where collective traffic flows is modelled per GPU generation (C(fabrics) in C(knowledge/advice.yml)):
+    on MI300X-class parts every GPU pair has a direct xGMI link (full mesh on an OAM baseboard), so
+    intra-node collectives never count as cross-NUMA PCIe traffic, and a rebuild or re-cabling is never
+    recommended on an OAM baseboard (the row is returned with C(applicable=false) and the reason).
+  - A collective on a subset of a full-mesh node (2 or 4 of 8 MI300X GPUs: the benchmark's ranks on one
+    host, or O(gpus)) adds a warning: AMD advises 1 or 8 GPUs per collective there. It is never a
+    recommendation.
   - The communication share is O(comm_share) when given (measured), otherwise computed from the measured
     bus bandwidth, O(model_size_b) and O(step_time_ms) (gradients all-reduced once per step, no overlap),
     otherwise the article's own MI250 estimate from the model size.
   - The cross-NUMA share is O(cross_numa_share) when given, otherwise the fraction of GPU pairs of
-    O(topology) (restricted to O(gpus)) on different NUMA nodes.
+    O(topology) (restricted to O(gpus)) on different NUMA nodes with no xGMI path between them (their
+    traffic goes through the host over PCIe).
   - The thresholds and table are the article's figures (authors' 8x MI250 cluster, ROCm 5.7), not AMD's.
 options:
   _input:
@@ -52,6 +60,19 @@ options:
     description: Bytes per gradient element all-reduced (2 for fp16/bf16).
     type: int
     default: 2
+  generation:
+    description:
+      - GPU generation (for example C(MI300X)) that selects the fabric model; default the generation of the
+        benchmark's comparison, else the topology's device ids looked up in O(gpu_generations).
+    type: str
+  gpu_generations:
+    description: The knowledge file C(gpu_generations) (device ids to generations); default the collection's.
+    type: dict
+  collective_gpus:
+    description:
+      - GPUs per node taking part in the collective; default the benchmark's rank count when it ran on one
+        host.
+    type: int
   config:
     description: The advice data; default the collection's C(knowledge/advice.yml).
     type: dict
@@ -69,8 +90,9 @@ _value:
   description:
     - C(outcome) (V(add_compute), V(interconnect), V(tune_environment) or V(undetermined)),
       C(recommendation), C(path) (each decision with value, threshold, reason; the xGMI hop summary),
-      C(inputs) (figures used and where they came from), C(options) (the cost/benefit rows ranked,
-      C(recommended) first), C(notes), C(warnings), C(source).
+      C(inputs) (figures used and where they came from, and the C(fabric) model used), C(options) (the
+      cost/benefit rows ranked, C(recommended) first; C(applicable=false) with C(not_applicable) for a row
+      this node's fabric rules out), C(notes), C(warnings), C(source).
   type: dict
   sample: {outcome: add_compute, recommendation: "Communication is not the bottleneck: add compute (GPUs) first."}
 """
@@ -90,15 +112,32 @@ def _run(bench):
     return bench if "rows" in bench else None
 
 
+def _run_collective_gpus(run):
+    """Ranks of the benchmark when it ran on one host (None when unknown or multi-node)."""
+    hosts = run.get("hosts") or []
+    if run.get("n_ranks") and len(hosts) == 1:
+        return run["n_ranks"]
+    return None
+
+
 def cluster_advice(bench, model_size_b=None, step_time_ms=None, comm_share=None, cross_numa_share=None,
-                   busbw_gbs=None, topology=None, gpus=None, bytes_per_param=2, config=None):
+                   busbw_gbs=None, topology=None, gpus=None, bytes_per_param=2, config=None, generation=None,
+                   gpu_generations=None, collective_gpus=None):
     run = _run(bench) or {}
+    comparison = bench.get("comparison") if isinstance(bench, dict) and isinstance(bench.get("comparison"), dict) \
+        else {}
     try:
         data = config if config is not None else load_knowledge("advice")
+        generations = None
+        if topology and not generation:
+            known = gpu_generations if gpu_generations is not None else load_knowledge("gpu_generations")
+            generations = (known or {}).get("generations")
         return advise(data, comm_share=comm_share, model_size_b=model_size_b, step_time_ms=step_time_ms,
                       busbw_gbs=busbw_gbs if busbw_gbs is not None else run.get("peak_busbw"),
                       ranks=run.get("n_ranks"), cross_numa=cross_numa_share, topology=topology or None,
-                      gpus=gpus, bytes_per_param=bytes_per_param)
+                      gpus=gpus, bytes_per_param=bytes_per_param,
+                      generation=generation or comparison.get("generation"), generations=generations,
+                      collective_gpus=collective_gpus if collective_gpus is not None else _run_collective_gpus(run))
     except (AdviceError, ValueError) as err:
         raise AnsibleFilterError("cluster_advice: %s" % err) from None
 

@@ -3,39 +3,68 @@
 Public API (standard library only, Python 3.8+):
 
 ``RcclParseError(TopotuneError)``
-    Output that holds no usable result table; the one-line message names the line and why.
+    Output that holds no usable result table; the one-line message quotes the line and says why.
 ``parse_perf(text, source="output")``
-    The parsed run (see ``RESULT_KEYS``): ``rows`` (one per message size, each with ``size`` in bytes,
-    ``count``, ``type``, ``redop``, ``root`` and ``out_of_place`` / ``in_place`` each holding ``time_us``,
-    ``algbw``, ``busbw`` (GB/s) and ``wrong`` (new format, ``#wrong`` count) or ``error`` (old nccl-tests
-    format, max relative error)), ``avg_busbw`` (the ``# Avg bus bandwidth`` footer, ``None`` when absent),
-    ``peak_busbw``, header facts (``params``, ``ranks``, ``n_ranks``, ``device_names``, ``versions``,
-    ``hostname``, ``collective``), ``format``, ``columns``, ``complete`` and ``warnings``.
-    The table layout is read from the column header line, so old nccl-tests (no ``root``/``#wrong``, an
-    ``error`` column) and new rccl-tests/nccl-tests layouts parse alike. A truncated run keeps its complete
-    rows, sets ``complete: false`` and explains in ``warnings``. Debug lines (``NCCL_DEBUG=INFO``) are skipped.
+    The parsed run (see ``_new_result``): ``rows`` (one per message size of the first cycle, each with
+    ``size`` in bytes, ``count``, ``type``, ``redop``, ``root`` and ``out_of_place`` / ``in_place`` each
+    holding ``time_us``, ``algbw``, ``busbw`` (GB/s) and ``wrong`` (``#wrong`` count) or ``error`` (old
+    layouts, max relative error); a group the run did not print is ``None``), ``n_cycles`` and
+    ``extra_cycles`` (rows of cycles 2.. of ``-N`` / ``-s`` runs), ``avg_busbw`` (the footer, ``None``
+    when absent), ``peak_busbw``, header facts (``params``, ``ranks``, ``n_ranks``, ``hosts``,
+    ``device_names``, ``versions``, ``hostname``, ``collective``), ``format``, ``columns``, ``groups``,
+    ``complete``, ``failed`` with the tool's own ``failures`` lines, ``wrong_rows``, ``prefixes`` (launcher
+    or log prefixes removed) and ``warnings``.
+    Accepted: launcher and log prefixes (Open MPI ``--tag-output``, ``srun --label``, timestamps, host
+    names: learned from the lines the tool always prints, then removed from every line), header lines
+    pasted without their ``#``, old and new column layouts (read from the column header line), in-place-
+    or out-of-place-only runs, repeated cycles, ``#wrong`` in exponent form, ``NCCL_DEBUG`` lines.
+    Refused with a one-line message: no table (a crashed run quotes the tool's error line), rows without
+    their column header (grep-filtered output), a malformed row with rows after it.
 ``load_expectations(data)`` / ``resolve_generation(...)`` / ``compare_busbw(result, expectations, generation)``
-    Compare a parsed run with the expected bus bandwidth of a GPU generation
-    (``knowledge/rccl_expectations.yml``); the status is ``ok``, ``below`` or ``unknown`` with a reason.
+    Compare a parsed run with AMD's published RCCL pass criterion of a GPU generation
+    (``knowledge/rccl_expectations.yml``): in-place busbw at the message size AMD states, for the rank
+    count AMD states; the status is ``ok``, ``below``, ``failed`` (the compared row failed validation)
+    or ``unknown``, with a reason and the size/column compared.
 """
 
+import math
 import re
 
 from .sysroot import TopotuneError
 
 PER_OP_KEYS = ("time_us", "algbw", "busbw")
-_LEAD_COLUMNS = ("size", "count", "type", "redop", "root")
-_OP_COLUMNS = {"time": "time_us", "algbw": "algbw", "busbw": "busbw", "#wrong": "wrong", "error": "error"}
+GROUPS = ("out_of_place", "in_place")
+_LEAD_ALIASES = {"size": "size", "bytes": "size", "count": "count", "n": "count", "type": "type", "redop": "redop",
+                 "op": "redop", "root": "root"}
+_OP_COLUMNS = {"time": "time_us", "cputime": "time_us", "algbw": "algbw", "busbw": "busbw", "#wrong": "wrong",
+               "wrong": "wrong", "error": "error", "res": "error"}
+_QUOTE = 160
 
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Lines the tools always print: what stands before them on a line is a launcher or log prefix.
+_ANCHOR = re.compile(
+    r"#*[ \t]*(?:nThreads?[ \t]+\d+[ \t]+nGpus\b|(?:size[ \t]+count|bytes[ \t]+N)[ \t]+type\b|"
+    r"Avg bus bandwidth[ \t]*:|Out of bounds values[ \t]*:|Using devices\b|"
+    r"Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?(?:Pid[ \t]+\d+[ \t]+)?on[ \t]|"
+    r"Collective test (?:starting|concluded)|(?:rccl|nccl)-tests:?[ \t]+[Vv]ersion\b)")
+_RANK = re.compile(r"^#*\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)"
                    r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
 _DEBUG = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) ")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)")
-_COLLECTIVE = re.compile(r"^#\s*Collective test (starting|concluded)\s*:\s*(\S+)")
-_TOOL_VERSION = re.compile(r"^(?:#\s*)?(rccl-tests|nccl-tests)\s*:?\s*[Vv]ersion\s*(.*?)\s*$")
-_KEY_VALUE = re.compile(r"^(RCCL version|NCCL version|HIP version|ROCm version|Hostname|Librccl path|Libnccl path)"
+_DEBUG_WARN = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) WARN ")
+_AVG = re.compile(r"^#*\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?\s*$")
+_OOB = re.compile(r"^#*\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)")
+_COLLECTIVE = re.compile(r"^#*\s*Collective test (starting|concluded)\s*:\s*(\S+)")
+_CYCLE = re.compile(r"^#*\s*Testing\s+(\d+)\s+cycles?\b", re.IGNORECASE)
+_REDUCED = re.compile(r"^#*\s*Reducing maxBytes to (\d+)")
+_IGNORED = re.compile(r"^#*\s*(?:Errors with asterisks|Using devices\s*$|(?:Blocking|Parallel Init) Enabled)")
+_GROUP_LINE = re.compile(r"^#*\s*((?:(?:out-of-place|in-place)\s*){1,2})$")
+_UNITS = re.compile(r"^#*\s*\(B\)")
+_NCCL_TESTS_VERSION = re.compile(r"^#*\s*nccl-tests\s+version\s+(\S+)(.*)$", re.IGNORECASE)
+_TOOL_VERSION = re.compile(r"^#*\s*(rccl-tests|nccl-tests)\s*:?\s*[Vv]ersion\s*(.*?)\s*$")
+_KEY_VALUE = re.compile(r"^#*\s*(RCCL version|NCCL version|HIP version|ROCm version|Hostname|Librccl path|Libnccl path)"
                         r"\s*:?\s*(.*?)\s*$")
+_PARAMS_LINE = re.compile(r"^#*\s*nThreads?\s+\d+")
 _PARAMS = (
     ("nThread", re.compile(r"\bnThreads?\s+(\d+)"), int),
     ("nGpus", re.compile(r"\bnGpus\s+(\d+)"), int),
@@ -49,6 +78,13 @@ _PARAMS = (
     ("graph", re.compile(r"\bgraph:\s*(\d+)"), int),
 )
 _VERSION_KEYS = {"RCCL version": "rccl", "NCCL version": "nccl", "HIP version": "hip", "ROCm version": "rocm"}
+# The tools' own failure lines (nccl-tests/rccl-tests common.cu, MPI launchers, the C runtime).
+_FAILURE = re.compile(
+    r"\bTest (?:\w+ )?failure\b|\bTest timeout\b|^\[ERROR\]|\bMPI_ABORT\b|^srun: error:|\bSegmentation fault\b|"
+    r"\bcore dumped\b|^terminate called\b|\bFailed, (?:NCCL|RCCL|HIP|CUDA|MPI) error\b|"
+    r"invalid sizes for 'minbytes'|\bexited on signal\b|returned a non-zero exit code|\bBus error\b")
+_WORD = re.compile(r"^[A-Za-z_][\w.+-]*$")
+_INT = re.compile(r"^-?\d+$")
 
 
 class RcclParseError(TopotuneError):
@@ -60,24 +96,72 @@ def _short(line, limit=80):
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
+def _shape(prefix):
+    """A regex matching ``prefix`` and the same prefix on other lines (digits vary, stdout/stderr tags)."""
+    parts = []
+    for token in re.findall(r"\d+|\s+|<std(?:out|err|diag)>|.", prefix):
+        if token.isdigit():
+            part = r"\d+"
+        elif token.isspace():
+            part = r"\s*"
+        elif token.startswith("<std"):
+            part = "<std(?:out|err|diag)>"
+        else:
+            part = re.escape(token)
+        if not (parts and parts[-1] == part == r"\s*"):
+            parts.append(part)
+    return "".join(parts)
+
+
+def _learn_prefixes(lines):
+    """Prefix patterns seen before the lines the tool always prints (at least twice, or on its only such line)."""
+    shapes, anchors = {}, 0
+    for line in lines:
+        match = None if _DEBUG.match(line.strip()) else _ANCHOR.search(line)
+        if match is None:
+            continue
+        anchors += 1
+        prefix = line[:match.start()]
+        if not prefix.strip() or not prefix.strip().strip("#").strip():
+            continue
+        if not re.search(r"[^\d\s]", prefix):
+            continue    # digits alone would eat the size column of rows
+        shape = _shape(prefix)
+        shapes[shape] = shapes.get(shape, 0) + 1
+    return sorted(shape for shape, seen in shapes.items() if seen >= 2 or anchors == 1)
+
+
+def _strip_prefix(line, pattern):
+    for _attempt in range(3):
+        match = pattern.match(line)
+        if match is None or not match.group(0):
+            break
+        line = line[match.end():]
+    return line
+
+
 def _columns_from_header(tokens):
-    """Map the column header tokens to (lead column names, [per-op column names] x groups)."""
-    try:
-        first_time = tokens.index("time")
-    except ValueError:
+    """Map the column header tokens to (lead column names, [per-op column names] x groups), or None."""
+    if not tokens:
         return None
-    lead = tokens[:first_time]
-    if lead[:3] != ["size", "count", "type"] or any(t not in _LEAD_COLUMNS for t in lead):
+    lowered = [t.lower() for t in tokens]
+    try:
+        first_time = next(i for i, t in enumerate(lowered) if t in ("time", "cputime"))
+    except StopIteration:
+        return None
+    lead = [_LEAD_ALIASES.get(t) for t in lowered[:first_time]]
+    if lead[:3] != ["size", "count", "type"] or None in lead or len(set(lead)) != len(lead):
         return None
     ops, current = [], None
-    for token in tokens[first_time:]:
-        if token == "time":
+    for token in lowered[first_time:]:
+        if token in ("time", "cputime"):
             current = []
             ops.append(current)
-        if token not in _OP_COLUMNS or _OP_COLUMNS[token] in current:
+        name = _OP_COLUMNS.get(token)
+        if name is None or name in current:
             return None
-        current.append(_OP_COLUMNS[token])
-    if any(not all(k in group for k in PER_OP_KEYS) for group in ops) or not 1 <= len(ops) <= 2:
+        current.append(name)
+    if not 1 <= len(ops) <= 2 or any(not all(k in group for k in PER_OP_KEYS) for group in ops):
         return None
     return lead, ops
 
@@ -86,20 +170,37 @@ def _number(token, kind):
     """Parse one cell; ``N/A`` is None. Returns (value, flagged) or raises ValueError."""
     flagged = token.endswith("*")
     token = token.rstrip("*")
-    if token == "N/A":
+    if token.upper() == "N/A":
         return None, flagged
-    return (int(token) if kind == "int" else float(token)), flagged
+    if kind == "count":
+        # '#wrong' is printed with %g: 1048576 wrong elements read '1.04858e+06'
+        value = float(token)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("#wrong %r is not a count" % token)
+        return (int(value) if value == int(value) else value), flagged
+    value = float(token)
+    if not math.isfinite(value):
+        raise ValueError("%r is not a finite number" % token)
+    if kind == "positive" and value < 0:
+        raise ValueError("%r is negative" % token)
+    return value, flagged
+
+
+_CELL_KIND = {"wrong": "count", "error": "float", "time_us": "positive", "algbw": "positive", "busbw": "positive"}
 
 
 def _parse_row(tokens, lead, ops, group_names):
-    if len(tokens) != len(lead) + sum(len(g) for g in ops):
-        raise ValueError("%d fields, the column header has %d" % (len(tokens), len(lead) + sum(len(g) for g in ops)))
+    expected = len(lead) + sum(len(g) for g in ops)
+    if len(tokens) != expected:
+        raise ValueError("%d fields, the column header has %d" % (len(tokens), expected))
     row = {"size": None, "count": None, "type": None, "redop": None, "root": None}
     for name, token in zip(lead, tokens):
-        if name in ("size", "count"):
+        if name in ("size", "count", "root"):
+            if not _INT.match(token) or (name != "root" and token.startswith("-")):
+                raise ValueError("%s %r is not an integer" % (name, token))
             row[name] = int(token)
-        elif name == "root":
-            row[name] = int(token)
+        elif not _WORD.match(token):
+            raise ValueError("%s %r is not a name" % (name, token))
         else:
             row[name] = token
     position = len(lead)
@@ -107,24 +208,52 @@ def _parse_row(tokens, lead, ops, group_names):
     for group, group_name in zip(ops, group_names):
         cells = {}
         for name in group:
-            value, flag = _number(tokens[position], "int" if name == "wrong" else "float")
+            value, flag = _number(tokens[position], _CELL_KIND[name])
             flagged = flagged or flag
             cells[name] = value
             position += 1
         row[group_name] = cells
-    for group_name in ("out_of_place", "in_place"):
+    for group_name in GROUPS:
         row.setdefault(group_name, None)
     row["errors_flagged"] = flagged
     return row
 
 
-def _parse_header_facts(line, result):
-    stripped = line.strip()
+def _looks_like_row(tokens):
+    """A line whose first fields are size and count: a result row, whole or damaged."""
+    return len(tokens) >= 2 and _INT.match(tokens[0]) is not None and not tokens[0].startswith("-") \
+        and _INT.match(tokens[1]) is not None
+
+
+def _decode_nccl_code(code):
+    """NCCL_VERSION_CODE (22606 -> 2.26.6; 2804 -> 2.8.4)."""
+    try:
+        value = int(code)
+    except ValueError:
+        return None
+    if value >= 10000:
+        return "%d.%d.%d" % (value // 10000, value % 10000 // 100, value % 100)
+    if value >= 1000:
+        return "%d.%d.%d" % (value // 1000, value % 1000 // 100, value % 100)
+    return None
+
+
+def _parse_header_facts(stripped, result):
+    """Rank, version, key/value and run-parameter lines; True when the line was one of those."""
     match = _RANK.match(stripped)
     if match:
         rank, group, pid, host, device, bus, name = match.groups()
-        result["ranks"].append({"rank": int(rank), "group": None if group is None else int(group), "pid": int(pid),
-                                "host": host, "device": int(device), "bus_id": bus, "name": name or None})
+        result["ranks"].append({"rank": int(rank), "group": None if group is None else int(group),
+                                "pid": None if pid is None else int(pid), "host": host, "device": int(device),
+                                "bus_id": bus, "name": name or None})
+        return True
+    match = _NCCL_TESTS_VERSION.match(stripped)
+    if match:
+        result["versions"]["nccl_tests"] = match.group(1)
+        for key, value in re.findall(r"(nccl-headers|nccl-library)=(\S+)", match.group(2)):
+            result["versions"][key.replace("-", "_")] = value
+            if key == "nccl-library" and _decode_nccl_code(value):
+                result["versions"]["nccl"] = _decode_nccl_code(value)
         return True
     match = _TOOL_VERSION.match(stripped)
     if match:
@@ -140,7 +269,7 @@ def _parse_header_facts(line, result):
         else:
             result["library_path"] = value
         return True
-    if re.match(r"^#\s*nThreads?\s+\d+", stripped):
+    if _PARAMS_LINE.match(stripped):
         for key, regex, kind in _PARAMS:
             found = regex.search(stripped)
             if found:
@@ -150,140 +279,351 @@ def _parse_header_facts(line, result):
 
 
 def _new_result(source):
-    return {"source": source, "format": None, "collective": None, "columns": [], "params": {}, "ranks": [],
-            "n_ranks": None, "device_names": [], "hosts": [], "versions": {}, "hostname": None, "library_path": None,
-            "rows": [], "avg_busbw": None, "peak_busbw": None, "out_of_bounds": None, "complete": False,
+    return {"source": source, "format": None, "collective": None, "columns": [], "groups": [], "params": {},
+            "ranks": [], "n_ranks": None, "device_names": [], "hosts": [], "versions": {}, "hostname": None,
+            "library_path": None, "rows": [], "n_cycles": 0, "extra_cycles": [], "avg_busbw": None,
+            "avg_busbw_check": None, "peak_busbw": None, "out_of_bounds": None, "wrong_rows": [],
+            "complete": False, "failed": False, "failures": [], "max_bytes_reduced": None, "prefixes": [],
             "debug_lines": 0, "warnings": []}
 
 
-def parse_perf(text, source="output"):
-    """Parse rccl-tests / nccl-tests perf output; see the module docstring for the result."""
+def _split_lines(text, source):
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if not isinstance(text, str):
         raise RcclParseError("%s: expected text, got %s" % (source, type(text).__name__))
-    result = _new_result(source)
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    layout = None        # (lead, ops, group names) once the column header is seen
-    state = "preamble"   # preamble -> table -> footer
-    group_order = ["out_of_place", "in_place"]
-    pending_bad = None   # (line number, text) of a non-row line inside the table
-    first_text = None
-    for number, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if first_text is None:
-            first_text = (number, stripped)
+    text = _CONTROL.sub("", _ANSI.sub("", text.replace("\r\n", "\n").replace("\r", "\n")))
+    return text.split("\n")
+
+
+class _Parser:
+    """One pass over the lines; ``run()`` returns the result dict or raises RcclParseError."""
+
+    def __init__(self, text, source):
+        self.source = source
+        self.result = _new_result(source)
+        raw = _split_lines(text, source)
+        self.result["prefixes"] = _learn_prefixes(raw)
+        if self.result["prefixes"]:
+            pattern = re.compile("(?:%s)" % "|".join(self.result["prefixes"]))
+            raw = [_strip_prefix(line, pattern) for line in raw]
+        self.lines = raw
+        self.layout = None          # (lead, ops, group names)
+        self.group_order = None     # from the 'out-of-place  in-place' line
+        self.state = "preamble"     # preamble -> table -> footer
+        self.pending_bad = None     # (line number, text, why) of a damaged row
+        self.cycles = []            # [(cycle index, row)]
+        self.series = {}            # (type, redop, root) -> (cycle index, last size)
+        self.first_text = None
+        self.orphan_rows = []       # row-like lines before any column header
+        self.noise = 0
+
+    def warn(self, message):
+        self.result["warnings"].append(message)
+
+    def run(self):
+        for number, line in enumerate(self.lines, 1):
+            stripped = line.strip()
+            if stripped:
+                self._line(number, stripped)
+        return self._finish()
+
+    # --- one line ------------------------------------------------------------------------------------
+
+    def _line(self, number, stripped):
+        result = self.result
+        if self.state == "done":
+            return
+        if self.first_text is None:
+            self.first_text = (number, stripped)
         if _DEBUG.match(stripped):
             result["debug_lines"] += 1
-            continue
+            if _DEBUG_WARN.match(stripped):
+                result.setdefault("debug_warnings", []).append({"line": number, "text": _short(stripped, _QUOTE)})
+            return
+        if _FAILURE.search(stripped):
+            result["failures"].append({"line": number, "text": _short(stripped, _QUOTE)})
+            return
+        if self._special(number, stripped):
+            return
+        tokens = stripped.lstrip("#").split() if stripped.startswith("#") else stripped.split()
+        columns = _columns_from_header(tokens)
+        if columns:
+            self._header(number, stripped, columns)
+            return
+        if self.state == "preamble":
+            self._preamble(number, stripped, tokens)
+        elif self.state == "table":
+            self._table(number, stripped)
+        elif not stripped.startswith("#"):
+            if _looks_like_row(stripped.split()):
+                self.warn("line %d after the footer ignored (a row after '# Avg bus bandwidth'): %r"
+                          % (number, _short(stripped)))
+            else:
+                self.warn("line %d after the table ignored: %r" % (number, _short(stripped)))
+
+    def _special(self, number, stripped):
+        """Lines that mean the same anywhere in the output; True when handled."""
+        result = self.result
         match = _COLLECTIVE.match(stripped)
         if match:
-            if match.group(1) == "starting":
+            if match.group(1) == "starting" and result["collective"] is None:
                 result["collective"] = match.group(2)
-            continue
-        if state == "preamble":
-            if stripped.startswith("#") and "out-of-place" in stripped and "in-place" in stripped:
-                if stripped.index("in-place") < stripped.index("out-of-place"):
-                    group_order = ["in_place", "out_of_place"]
-                continue
-            if stripped.startswith("#"):
-                columns = _columns_from_header(stripped.lstrip("#").split())
-                if columns:
-                    lead, ops = columns
-                    layout = (lead, ops, group_order[:len(ops)])
-                    result["columns"] = stripped.lstrip("#").split()
-                    has_new = any("wrong" in g for g in ops)
-                    result["format"] = "new" if has_new else "old"
-                    state = "table"
-                    continue
-            if not _parse_header_facts(line, result) and not stripped.startswith("#"):
-                result["warnings"].append("line %d before the table ignored: %r" % (number, _short(stripped)))
-            continue
-        if state == "table":
-            if stripped.startswith("#") and pending_bad is None:
-                if re.match(r"^#\s*\(B\)", stripped):
-                    continue   # the units line under the column header
-                state = "footer"
-            elif not stripped.startswith("#"):
-                try:
-                    row = _parse_row(stripped.split(), *layout)
-                except ValueError as err:
-                    if pending_bad is None:
-                        pending_bad = (number, stripped, str(err))
-                    continue
-                if pending_bad is not None:
-                    raise RcclParseError("%s line %d: not a result row (%s): %r; rows follow it, so the output is "
-                                         "not a clean truncated run" % (source, pending_bad[0], pending_bad[2],
-                                                                        _short(pending_bad[1])))
-                result["rows"].append(row)
-                continue
-        # footer (also reached from a '#' line ending the table)
+            return True
+        if _CYCLE.match(stripped):
+            return True     # cycles are told apart by the sizes starting again
+        match = _REDUCED.match(stripped)
+        if match:
+            result["max_bytes_reduced"] = int(match.group(1))
+            return True
         match = _AVG.match(stripped)
         if match:
-            if pending_bad is not None:
-                raise RcclParseError("%s line %d: not a result row (%s): %r" % (
-                    source, pending_bad[0], pending_bad[2], _short(pending_bad[1])))
-            try:
-                result["avg_busbw"] = float(match.group(1))
-            except ValueError:
-                raise RcclParseError("%s line %d: average bus bandwidth %r is not a number"
-                                     % (source, number, match.group(1))) from None
-            continue
+            self._avg(number, match)
+            return True
         match = _OOB.match(stripped)
         if match:
             result["out_of_bounds"] = {"count": int(match.group(1)), "ok": match.group(2) == "OK"}
-            continue
-        if state == "footer" and not stripped.startswith("#") and pending_bad is None:
-            result["warnings"].append("line %d after the table ignored: %r" % (number, _short(stripped)))
+            if self.state == "table":
+                self.state = "footer"
+            return True
+        if _UNITS.match(stripped) or _IGNORED.match(stripped):
+            return True
+        match = _GROUP_LINE.match(stripped)
+        if match:
+            names = match.group(1).split()
+            if self.layout is None:
+                self.group_order = ["in_place" if n == "in-place" else "out_of_place" for n in names]
+            return True
+        return False
 
-    if layout is None:
-        where = "first line %d: %r" % first_text if first_text else "the output is empty"
+    def _avg(self, number, match):
+        result = self.result
+        if self.pending_bad is not None:
+            raise RcclParseError("%s line %d: not a result row (%s): %r" % (
+                self.source, self.pending_bad[0], self.pending_bad[2], _short(self.pending_bad[1])))
+        try:
+            value = float(match.group(1))
+        except ValueError:
+            raise RcclParseError("%s line %d: average bus bandwidth %r is not a number"
+                                 % (self.source, number, match.group(1))) from None
+        if result["avg_busbw"] is None:
+            result["avg_busbw"] = value if math.isfinite(value) else None
+            result["avg_busbw_check"] = match.group(2)
+        if self.layout is not None:
+            self.state = "footer"
+
+    def _header(self, number, stripped, columns):
+        result = self.result
+        if self.layout is not None:
+            if self.state == "footer":
+                self.warn("line %d starts another run (a second column header after the footer); only the first "
+                          "run is parsed: split the file" % number)
+                self.state = "done"
+            return      # the header printed again inside the table: the sizes tell the cycles apart
+        lead, ops = columns
+        order = self.group_order or list(GROUPS)
+        if len(ops) == 1 and not self.group_order:
+            self.warn("line %d: one column group and no 'in-place'/'out-of-place' label line above it: taken as "
+                      "out-of-place" % number)
+        if len(order) != len(ops):
+            order = list(GROUPS[:len(ops)]) if len(ops) == 2 else order[:1]
+        self.layout = (lead, ops, order[:len(ops)])
+        result["columns"] = stripped.lstrip("#").split()
+        result["groups"] = order[:len(ops)]
+        result["format"] = "new" if any("wrong" in g for g in ops) else "old"
+        self.state = "table"
+        if self.orphan_rows:
+            self.warn("%d row-like line(s) before the column header ignored (first: line %d)"
+                      % (len(self.orphan_rows), self.orphan_rows[0][0]))
+
+    def _preamble(self, number, stripped, tokens):
+        if _parse_header_facts(stripped, self.result):
+            return
+        if _looks_like_row(tokens):
+            self.orphan_rows.append((number, stripped))
+            return
+        if not stripped.startswith("#"):
+            self.warn("line %d before the table ignored: %r" % (number, _short(stripped)))
+
+    def _table(self, number, stripped):
+        tokens = stripped.split()
+        if stripped.startswith("#"):
+            if _parse_header_facts(stripped, self.result):
+                return
+            return    # a comment inside the table ('#' lines of other tools, '#' alone)
+        if not _looks_like_row(tokens):
+            self.noise += 1
+            self.warn("line %d inside the table ignored (not a result row): %r" % (number, _short(stripped)))
+            return
+        try:
+            row = _parse_row(tokens, *self.layout)
+        except ValueError as err:
+            if self.pending_bad is None:
+                self.pending_bad = (number, stripped, str(err))
+            return
+        if self.pending_bad is not None:
+            raise RcclParseError("%s line %d: not a result row (%s): %r; rows follow it, so the output is not a "
+                                 "clean truncated run" % (self.source, self.pending_bad[0], self.pending_bad[2],
+                                                          _short(self.pending_bad[1])))
+        self._add_row(row)
+
+    def _add_row(self, row):
+        """Rows of one series (type, redop, root) grow in size; a size at or below the last starts a new cycle."""
+        key = (row["type"], row["redop"], row["root"])
+        entry = self.series.get(key)
+        if entry is None:
+            cycle = 0
+        elif row["size"] <= entry[1]:
+            cycle = entry[0] + 1
+        else:
+            cycle = entry[0]
+        self.series[key] = (cycle, row["size"])
+        self.cycles.append((cycle, row))
+
+    # --- end -----------------------------------------------------------------------------------------
+
+    def _refuse_without_table(self):
+        result, source = self.result, self.source
+        if result["failures"]:
+            first = result["failures"][0]
+            raise RcclParseError("%s: the run failed before printing a result table: line %d: %r (%d failure "
+                                 "line(s) in the output)" % (source, first["line"], first["text"], len(result["failures"])))
+        if self.orphan_rows:
+            number, text = self.orphan_rows[0]
+            raise RcclParseError(
+                "%s line %d: result rows without their column header (%d row-like line(s), first %r): the output "
+                "was filtered or cut (grep?), so which columns are out-of-place / in-place and #wrong cannot be "
+                "known; give the whole output" % (source, number, len(self.orphan_rows), _short(text)))
+        where = "first line %d: %r" % (self.first_text[0], _short(self.first_text[1])) if self.first_text \
+            else "the output is empty"
         raise RcclParseError("%s: no rccl-tests/nccl-tests result table (no '#  size  count  type ... time  algbw  "
                              "busbw' column header line); %s" % (source, where))
-    if not result["rows"]:
-        reason = ("line %d: %r (%s)" % pending_bad) if pending_bad else "the output ends after the column header"
-        raise RcclParseError("%s: the result table has no complete row; %s" % (source, reason))
-    if pending_bad is not None:
-        result["warnings"].append(
-            "truncated run: line %d is not a complete row (%s): %r; kept the %d complete rows before it"
-            % (pending_bad[0], pending_bad[2], _short(pending_bad[1]), len(result["rows"])))
-    if result["avg_busbw"] is None:
-        result["warnings"].append("no '# Avg bus bandwidth' footer: the run was truncated or failed; avg_busbw is null")
-    else:
-        result["complete"] = pending_bad is None
-    if result["out_of_bounds"] and not result["out_of_bounds"]["ok"]:
-        result["warnings"].append("%d out-of-bounds (wrong) values reported: results failed validation"
-                                  % result["out_of_bounds"]["count"])
-    params = result["params"]
-    if params.get("minBytes") is not None and result["rows"][0]["size"] > params["minBytes"]:
-        result["warnings"].append("the rows start at %d B but the run's minBytes is %d: smaller sizes are missing "
-                                  "(edited or partial output)" % (result["rows"][0]["size"], params["minBytes"]))
-    if params.get("maxBytes") is not None and result["rows"][-1]["size"] < params["maxBytes"]:
-        result["warnings"].append("the rows end at %d B but the run's maxBytes is %d: larger sizes are missing"
-                                  % (result["rows"][-1]["size"], params["maxBytes"]))
-    if any(row["errors_flagged"] for row in result["rows"]):
-        result["warnings"].append("rows with errors over the threshold (marked '*'): results failed validation")
-    _finish(result)
-    return result
+
+    def _finish(self):
+        result, source = self.result, self.source
+        if self.layout is None:
+            self._refuse_without_table()
+        if not self.cycles:
+            if result["failures"]:
+                first = result["failures"][0]
+                raise RcclParseError("%s: the run failed before its first result row: line %d: %r"
+                                     % (source, first["line"], first["text"]))
+            reason = ("line %d: %r (%s)" % (self.pending_bad[0], _short(self.pending_bad[1]), self.pending_bad[2])
+                      if self.pending_bad else "the output ends after the column header")
+            raise RcclParseError("%s: the result table has no complete row; %s" % (source, reason))
+        n_cycles = max(c for c, _unused in self.cycles) + 1
+        result["rows"] = [row for cycle, row in self.cycles if cycle == 0]
+        result["extra_cycles"] = [[row for cycle, row in self.cycles if cycle == n] for n in range(1, n_cycles)]
+        result["n_cycles"] = n_cycles
+        if self.pending_bad is not None:
+            self.warn("truncated run: line %d is not a complete row (%s): %r; kept the %d complete rows before it"
+                      % (self.pending_bad[0], self.pending_bad[2], _short(self.pending_bad[1]), len(self.cycles)))
+        if result["failures"]:
+            result["failed"] = True
+            first = result["failures"][0]
+            self.warn("the run reported a failure: line %d: %r%s" % (
+                first["line"], first["text"], "" if len(result["failures"]) == 1
+                else " (and %d more failure line(s))" % (len(result["failures"]) - 1)))
+        if result["avg_busbw"] is None:
+            self.warn("no '# Avg bus bandwidth' footer: the run was truncated or failed; avg_busbw is null")
+        else:
+            result["complete"] = self.pending_bad is None
+        if result["avg_busbw_check"] == "FAILED":
+            result["failed"] = True
+            self.warn("the average bus bandwidth is below NCCL_TESTS_MIN_BW (the footer says FAILED)")
+        oob = result["out_of_bounds"]
+        if oob and not oob["ok"]:
+            result["failed"] = True
+            self.warn("%d out-of-bounds (wrong) values reported: results failed validation" % oob["count"])
+        self._validation()
+        self._sweep_checks()
+        self._facts()
+        return result
+
+    def _validation(self):
+        result = self.result
+        for cycle, row in self.cycles:
+            wrong = {g: row[g]["wrong"] for g in GROUPS if row[g] and row[g].get("wrong")}
+            if wrong:
+                result["wrong_rows"].append(dict(size=row["size"], cycle=cycle + 1, **wrong))
+        if result["wrong_rows"]:
+            result["failed"] = True
+            first = result["wrong_rows"][0]
+            self.warn("non-zero #wrong in %d row(s), first at %d B (%s): results failed validation" % (
+                len(result["wrong_rows"]), first["size"],
+                ", ".join("%s %s" % (g.replace("_", "-"), first[g]) for g in GROUPS if g in first)))
+        if any(row["errors_flagged"] for _cycle, row in self.cycles):
+            result["failed"] = True
+            self.warn("rows with errors over the threshold (marked '*'): results failed validation")
+
+    def _sweep_checks(self):
+        """Rows missing at either end or inside the sweep, from the run's own minBytes/maxBytes/step."""
+        result = self.result
+        params = result["params"]
+        rows = result["rows"]
+        key = (rows[0]["type"], rows[0]["redop"], rows[0]["root"])
+        sizes = [r["size"] for r in rows if (r["type"], r["redop"], r["root"]) == key]
+        low, high = params.get("minBytes"), result["max_bytes_reduced"] or params.get("maxBytes")
+        step = re.match(r"^(\d+)\((factor|bytes)\)$", str(params.get("step", "")))
+        if low is not None and sizes[0] > low:
+            self.warn("the rows start at %d B but the run's minBytes is %d: smaller sizes are missing "
+                      "(edited or partial output)" % (sizes[0], low))
+        if step is None or low is None or high is None or low <= 0 or high < low:
+            return
+        value, kind = int(step.group(1)), step.group(2)
+        factor = value if kind == "factor" and value > 1 else None
+        increment = value if factor is None and value > 0 else None
+        if factor is None and increment is None:
+            return
+        last = low
+        if factor:
+            while last * factor <= high:
+                last *= factor
+            previous = last // factor
+        else:
+            last = low + (high - low) // increment * increment
+            previous = last - increment
+        # printed sizes are rounded down to whole elements per rank, never up: a row above the step before the
+        # last one is the last one
+        if self.pending_bad is None and result["avg_busbw"] is not None and sizes[-1] <= previous and last > low:
+            self.warn("the rows end at %d B but the run's sweep (minBytes %d, maxBytes %d, step %s) ends at %d B: "
+                      "larger sizes are missing" % (sizes[-1], low, high, params["step"], last))
+        gaps = [(a, b) for a, b in zip(sizes, sizes[1:])
+                if (factor and a > 0 and b >= a * factor * 1.5) or (increment and b - a >= increment * 1.5)]
+        if gaps:
+            self.warn("sizes are missing inside the sweep, first between %d B and %d B (%d gap(s)): rows were "
+                      "filtered or cut" % (gaps[0][0], gaps[0][1], len(gaps)))
+
+    def _facts(self):
+        result = self.result
+        ranks = result["ranks"]
+        if ranks:
+            result["n_ranks"] = len(ranks)
+            result["device_names"] = sorted({r["name"] for r in ranks if r["name"]})
+            result["hosts"] = sorted({r["host"] for r in ranks})
+        busbw = [cells["busbw"] for row in result["rows"] for cells in (row["out_of_place"], row["in_place"])
+                 if cells and cells["busbw"] is not None]
+        result["peak_busbw"] = max(busbw) if busbw else None
 
 
-def _finish(result):
-    ranks = result["ranks"]
-    if ranks:
-        result["n_ranks"] = len(ranks)
-        result["device_names"] = sorted({r["name"] for r in ranks if r["name"]})
-        result["hosts"] = sorted({r["host"] for r in ranks})
-    busbw = [cells["busbw"] for row in result["rows"] for cells in (row["out_of_place"], row["in_place"])
-             if cells and cells["busbw"] is not None]
-    result["peak_busbw"] = max(busbw) if busbw else None
+def parse_perf(text, source="output"):
+    """Parse rccl-tests / nccl-tests perf output; see the module docstring for the result."""
+    return _Parser(text, source).run()
 
 
-def row_busbw(row):
-    """Best bus bandwidth of one row over out-of-place and in-place (None when neither is known)."""
-    values = [c["busbw"] for c in (row["out_of_place"], row["in_place"]) if c and c["busbw"] is not None]
+def row_busbw(row, column=None):
+    """Bus bandwidth of one row: of ``column`` ('in_place'/'out_of_place'), or the better of both (None if unknown)."""
+    groups = (column,) if column else GROUPS
+    values = [row[g]["busbw"] for g in groups if row.get(g) and row[g].get("busbw") is not None]
     return max(values) if values else None
+
+
+def load_expectations(data):
+    """The expectations mapping (knowledge/rccl_expectations.yml), checked for the keys the comparison reads."""
+    if not isinstance(data, dict) or not isinstance(data.get("generations"), list):
+        raise RcclParseError("rccl_expectations has no `generations` list (pass lookup('topotune.instinct.knowledge', "
+                             "'rccl_expectations'))")
+    return data
 
 
 def resolve_generation(expectations, generation=None, device_ids=None, device_names=None, generations=None):
@@ -295,6 +635,8 @@ def resolve_generation(expectations, generation=None, device_ids=None, device_na
     entries = (expectations or {}).get("generations") or []
     names = {}
     for entry in entries:
+        if not isinstance(entry, dict):
+            continue
         for name in [entry.get("name")] + list(entry.get("aliases") or []):
             if name:
                 names[str(name).upper()] = entry["name"]
@@ -315,48 +657,107 @@ def resolve_generation(expectations, generation=None, device_ids=None, device_na
     return None, "unknown"
 
 
+def _size_text(size):
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return "%d %s" % (size // factor, unit)
+    return "%d B" % size
+
+
+def _pick_criterion(criteria, result):
+    """The criterion for the run's rank count; (criterion, None) or (None, reason)."""
+    n_ranks = result.get("n_ranks")
+    if n_ranks:
+        for criterion in criteria:
+            if criterion.get("ranks") in (None, n_ranks):
+                return criterion, None
+        return None, ("AMD's criterion is for %s ranks; this run has %d ranks: busbw of other shapes is not "
+                      "comparable" % (" or ".join(str(c.get("ranks")) for c in criteria), n_ranks))
+    if len(criteria) == 1:
+        return criteria[0], None
+    return None, ("the run prints no rank lines and AMD's criteria differ by rank count (%s)"
+                  % ", ".join(str(c.get("ranks")) for c in criteria))
+
+
+def _compared_rows(result, size):
+    """Rows at ``size`` (one per cycle), of the float series when the run has several data types."""
+    cycles = [result.get("rows") or []] + list(result.get("extra_cycles") or [])
+    picked = []
+    for rows in cycles:
+        candidates = [r for r in rows if r.get("size") == size]
+        if candidates:
+            floats = [r for r in candidates if r.get("type") == "float"]
+            picked.append((floats or candidates)[0])
+    return picked
+
+
 def compare_busbw(result, expectations, generation):
-    """Compare a parsed run with the expected busbw of ``generation`` at the reference message size."""
+    """Compare a parsed run with AMD's RCCL pass criterion of ``generation`` (in-place busbw at AMD's size)."""
     out = {"generation": generation, "expected_busbw": None, "measured_busbw": None, "message_bytes": None,
-           "ratio": None, "status": "unknown", "reason": None, "reference": None, "source": None}
-    entry = None
-    for item in (expectations or {}).get("generations") or []:
-        if generation and item.get("name") == generation:
-            entry = item
+           "column": None, "ranks": None, "ratio": None, "status": "unknown", "reason": None, "reference": None,
+           "source": None, "kind": None, "compared": None, "observed": []}
     if not generation:
         out["reason"] = "GPU generation unknown (give `generation`, or a topology with device ids)"
         return out
+    entry = next((item for item in (expectations or {}).get("generations") or []
+                  if isinstance(item, dict) and item.get("name") == generation), None)
     if entry is None:
         out["reason"] = "no expectation entry for %s in rccl_expectations" % generation
         return out
-    out["source"] = entry.get("source")
-    out["reference"] = entry.get("reference")
-    if entry.get("busbw_gbs") is None:
-        out["reason"] = "no sourced busbw figure for %s (rccl_expectations has null)" % generation
+    out["observed"] = list(entry.get("observed") or [])
+    criteria = [c for c in entry.get("criteria") or [] if isinstance(c, dict) and c.get("busbw_gbs") is not None]
+    if not criteria:
+        out["reason"] = "AMD publishes no RCCL pass criterion for %s in rccl_expectations" % generation
+        out["source"] = entry.get("source")
         return out
-    expected = float(entry["busbw_gbs"])
-    out["expected_busbw"] = expected
-    size = entry.get("message_bytes")
-    out["message_bytes"] = size
-    ranks = entry.get("ranks")
-    if ranks and result.get("n_ranks") and result["n_ranks"] != ranks:
-        out["reason"] = "reference has %d ranks, this run %d: busbw not comparable" % (ranks, result["n_ranks"])
+    criterion, why = _pick_criterion(criteria, result)
+    if criterion is None:
+        out["reason"] = why
         return out
-    row = next((r for r in result.get("rows") or [] if r["size"] == size), None)
-    if row is None or row_busbw(row) is None:
-        out["reason"] = ("the run has no %s-byte row (the reference message size); rerun with -e covering it"
-                         % size)
+    try:
+        expected, size = float(criterion["busbw_gbs"]), int(criterion["message_bytes"])
+    except (KeyError, TypeError, ValueError):
+        out["reason"] = "malformed criterion for %s in rccl_expectations (busbw_gbs, message_bytes)" % generation
         return out
-    measured = row_busbw(row)
+    column = criterion.get("column", "in_place")
+    out.update(expected_busbw=expected, message_bytes=size, column=column, ranks=criterion.get("ranks"),
+               kind=criterion.get("kind"), reference=criterion.get("reference"), source=criterion.get("source"))
+    what = "%s busbw at %s (%d B)" % (column.replace("_", "-"), _size_text(size), size)
+    collective = result.get("collective")
+    wanted = criterion.get("collective")
+    if collective and wanted and not str(collective).startswith(wanted):
+        out["reason"] = "AMD's criterion is for %s; this run is %s" % (wanted, collective)
+        return out
+    hosts = result.get("hosts") or []
+    if criterion.get("nodes") and len(hosts) > criterion["nodes"]:
+        out["reason"] = "AMD's criterion is for %d node(s); this run spans %d hosts" % (criterion["nodes"], len(hosts))
+        return out
+    rows = _compared_rows(result, size)
+    if not rows:
+        out["reason"] = ("the run has no %d-byte row (%s), the size AMD states; rerun with -e covering it "
+                         "(-b 8 -e 8G -f 2)" % (size, _size_text(size)))
+        return out
+    cells = [row.get(column) for row in rows]
+    if any(not c or c.get("busbw") is None for c in cells):
+        out["reason"] = "the run has no %s column at %s (an %s-only run?): AMD's criterion is %s" % (
+            column.replace("_", "-"), _size_text(size),
+            "out-of-place" if column == "in_place" else "in-place", what)
+        return out
+    out["compared"] = {"size": size, "column": column, "type": rows[0].get("type"), "redop": rows[0].get("redop"),
+                       "cycles": len(rows)}
+    bad = [row for row in rows if row.get("errors_flagged")
+           or any((row.get(g) or {}).get("wrong") for g in GROUPS)]
+    measured = min(c["busbw"] for c in cells)
     out["measured_busbw"] = measured
     out["ratio"] = round(measured / expected, 3) if expected else None
-    tolerance = float((expectations or {}).get("tolerance", 0.1))
-    if measured >= expected * (1.0 - tolerance):
-        out["status"] = "ok"
-        out["reason"] = "%.2f GB/s at %d B is within %d%% of the %s reference %.2f GB/s" % (
-            measured, size, round(tolerance * 100), generation, expected)
-    else:
-        out["status"] = "below"
-        out["reason"] = "%.2f GB/s at %d B is more than %d%% below the %s reference %.2f GB/s" % (
-            measured, size, round(tolerance * 100), generation, expected)
+    cycles = "" if len(rows) == 1 else " (worst of %d cycles)" % len(rows)
+    if bad:
+        out["status"] = "failed"
+        out["reason"] = ("the %s row failed data validation (#wrong or '*'): its busbw is not a valid measurement"
+                         % _size_text(size))
+        return out
+    verdict = "meets" if measured >= expected else "is below"
+    out["status"] = "ok" if measured >= expected else "below"
+    out["reason"] = "%s %.2f GB/s%s %s AMD's %s pass criterion (>= %g GB/s, %s ranks)" % (
+        what, measured, cycles, verdict, generation, expected, criterion.get("ranks") or "any")
     return out

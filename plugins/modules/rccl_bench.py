@@ -8,21 +8,26 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: rccl_bench
 author: topotune contributors (@topotune)
-short_description: Run rccl-tests all_reduce_perf and compare bus bandwidth with the GPU generation's reference
+short_description: Run rccl-tests all_reduce_perf and compare bus bandwidth with AMD's pass criterion
 description:
   - Runs the rccl-tests C(all_reduce_perf) binary at O(rccl_tests_path) with O(arguments) (no shell, with
     O(timeout)), or parses a saved run given as O(output_file), and returns the parsed table as RV(result).
   - Parses rccl-tests and nccl-tests output, new and old column layouts (detected from the column header
-    line), in-place and out-of-place columns and the C(# Avg bus bandwidth) footer. A truncated run keeps its
-    complete rows and adds a warning.
+    line), in-place and out-of-place columns (or only one of them), repeated cycles and the
+    C(# Avg bus bandwidth) footer. Launcher and log prefixes (Open MPI C(--tag-output), C(srun --label),
+    timestamps, host names) are removed. A truncated run keeps its complete rows and adds a warning; a run
+    with non-zero C(#wrong) or the tool's failure lines is marked C(failed).
   - When the binary is absent the module returns RV(skipped)=V(true) with a message saying how to install it
     or where to point O(rccl_tests_path); that is not a failure.
-  - Compares the bus bandwidth at the reference message size with O(expectations) (the knowledge file
-    C(rccl_expectations)) for the node's GPU generation (O(generation), or the device ids of O(topology)
-    looked up in O(gpu_generations), or the device name printed by the run). Generations without a sourced
-    figure compare as V(unknown).
+  - Compares the in-place bus bandwidth of the row at the message size AMD's acceptance guide states (8 GiB)
+    with AMD's published pass criterion in O(expectations) (the knowledge file C(rccl_expectations)) for the
+    node's GPU generation (O(generation), or the device ids of O(topology) looked up in O(gpu_generations),
+    or the device name printed by the run) and the run's rank count. Generations or shapes without a
+    criterion compare as V(unknown); a compared row with C(#wrong) compares as V(failed).
   - Check mode does not run the benchmark (it returns RV(skipped) with the reason) unless
     O(run_in_check_mode=true); a saved O(output_file) is parsed in check mode too.
+  - When the benchmark exits non-zero the task fails; the message quotes the tool's own failure line and
+    the parsed table (if any) is still returned.
   - Read-only on the host; C(changed) is always V(false).
 options:
   rccl_tests_path:
@@ -34,7 +39,7 @@ options:
   arguments:
     description:
       - Arguments passed to the binary as an argv list (no shell). The default sweeps 8 B .. 16 GiB with one
-        process driving 8 GPUs; the reference message size of the comparison is 16 GiB.
+        process driving 8 GPUs; the compared message size (AMD's) is 8 GiB.
       - Set C(-g) to the node's GPU count.
     type: list
     elements: str
@@ -81,12 +86,12 @@ attributes:
   idempotent:
     support: full
 notes:
-  - The reference figures are observed runs, not AMD specifications; see C(knowledge/rccl_expectations.yml)
-    and C(docs/benchmark.md).
+  - The criteria are AMD's (AMD Instinct Customer Acceptance Guide, one page per GPU); see
+    C(knowledge/rccl_expectations.yml) and C(docs/benchmark.md).
 """
 
 EXAMPLES = r"""
-- name: Run all_reduce_perf and compare with the MI300X reference
+- name: Run all_reduce_perf and compare with AMD's MI300X pass criterion
   topotune.instinct.rccl_bench:
     rccl_tests_path: /opt/rccl-tests/build/all_reduce_perf
     arguments: ["-b", "8", "-e", "16G", "-f", "2", "-g", "8"]
@@ -124,18 +129,22 @@ result:
     - The parsed run (null when skipped). C(rows) (one per message size with C(size) bytes, C(count), C(type),
       C(redop), C(root), C(out_of_place) and C(in_place) each with C(time_us), C(algbw), C(busbw) GB/s and
       C(wrong) or C(error)); C(avg_busbw) (null when the footer is absent); C(peak_busbw); C(params) (the
-      C(# nThread ...) line); C(ranks), C(n_ranks), C(device_names), C(versions); C(format) (V(new) with
-      C(#wrong), V(old) with C(error)); C(complete); C(warnings).
+      C(# nThread ...) line); C(ranks), C(n_ranks), C(hosts), C(device_names), C(versions); C(format) (V(new)
+      with C(#wrong), V(old) with C(error)); C(groups); C(n_cycles), C(extra_cycles); C(complete); C(failed),
+      C(failures) (the tool's failure lines), C(wrong_rows); C(prefixes); C(warnings).
   returned: always
   type: dict
   sample: {avg_busbw: 116.669, peak_busbw: 318.98, n_ranks: 8, complete: true}
 comparison:
   description:
-    - C(generation) and how it was found (C(generation_from)), C(expected_busbw), C(measured_busbw) at
-      C(message_bytes), C(ratio), C(status) (V(ok), V(below), V(unknown)), C(reason), C(source).
+    - C(generation) and how it was found (C(generation_from)), C(expected_busbw) (AMD's minimum),
+      C(measured_busbw) of C(column) (V(in_place)) at C(message_bytes) for C(ranks) ranks, C(compared) (size,
+      column, type, cycles), C(ratio), C(status) (V(ok), V(below), V(failed), V(unknown)), C(reason),
+      C(reference) (AMD's page), C(source), C(observed) (real runs kept for context).
   returned: always
   type: dict
-  sample: {generation: MI300X, expected_busbw: 318.98, measured_busbw: 318.98, status: ok}
+  sample: {generation: MI300X, expected_busbw: 304, measured_busbw: 317.66, message_bytes: 8589934592,
+           column: in_place, status: ok}
 rc:
   description: Exit code of the benchmark.
   returned: when the benchmark ran
@@ -197,6 +206,33 @@ class RcclBench:
             raise TopotuneError("`%s` cannot be started: %s" % (" ".join(argv), err.strerror)) from None
         return argv, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
 
+    def _failed_run(self, argv, rc, text, err):
+        """A non-zero exit: the tool's own failure line in the message, the parsed table (if any) alongside."""
+        command = " ".join(argv)
+        try:
+            result = parse_perf(text + "\n" + err, argv[0])
+        except RcclParseError as parse_error:
+            raise TopotuneError("`%s` failed (rc=%s): %s" % (command, rc, parse_error)) from None
+        quoted = [f["text"] for f in result["failures"]] or (err or text).strip().splitlines()[-1:]
+        out = self._compare(result)
+        out.update(failed=True, rc=rc, cmd=argv, msg="`%s` failed (rc=%s): %s" % (
+            command, rc, quoted[0] if quoted else "no output"))
+        return out
+
+    def _compare(self, result):
+        p = self.params
+        topology = p["topology"] or {}
+        device_ids = [g.get("device_id") for g in topology.get("gpus") or [] if g.get("device_id")]
+        generation, how = resolve_generation(p["expectations"], p["generation"], device_ids, result["device_names"],
+                                             (p["gpu_generations"] or {}).get("generations"))
+        if p["expectations"]:
+            comparison = compare_busbw(result, p["expectations"], generation)
+        else:
+            comparison = {"generation": generation, "status": "unknown",
+                          "reason": "no expectations passed (lookup('topotune.instinct.knowledge', 'rccl_expectations'))"}
+        comparison["generation_from"] = how
+        return {"changed": False, "skipped": False, "cmd": [], "result": result, "comparison": comparison}
+
     def run(self):
         p = self.params
         argv, rc = [], None
@@ -218,24 +254,15 @@ class RcclBench:
             argv, rc, text, err = self._run(binary)
             source = binary
             if rc != 0:
-                last = (err or text).strip().splitlines()
-                raise TopotuneError("`%s` failed (rc=%s): %s" % (" ".join(argv), rc, last[-1] if last else "no output"))
+                return self._failed_run(argv, rc, text, err)
         result = parse_perf(text, source)
         for warning in result["warnings"]:
             self.module.warn("%s: %s" % (source, warning))
-        topology = p["topology"] or {}
-        device_ids = [g.get("device_id") for g in topology.get("gpus") or [] if g.get("device_id")]
-        generation, how = resolve_generation(p["expectations"], p["generation"], device_ids, result["device_names"],
-                                             (p["gpu_generations"] or {}).get("generations"))
-        if p["expectations"]:
-            comparison = compare_busbw(result, p["expectations"], generation)
-        else:
-            comparison = {"generation": generation, "status": "unknown",
-                          "reason": "no expectations passed (lookup('topotune.instinct.knowledge', 'rccl_expectations'))"}
-        comparison["generation_from"] = how
+        out = self._compare(result)
         avg = "n/a" if result["avg_busbw"] is None else "%s GB/s" % result["avg_busbw"]
-        msg = "parsed %d rows of %s; avg busbw %s; comparison: %s" % (len(result["rows"]), source, avg, comparison["status"])
-        out = {"changed": False, "skipped": False, "cmd": argv, "result": result, "comparison": comparison, "msg": msg}
+        out["msg"] = "parsed %d rows of %s; avg busbw %s; comparison: %s" % (
+            len(result["rows"]), source, avg, out["comparison"]["status"])
+        out["cmd"] = argv
         if rc is not None:
             out["rc"] = rc
         return out
@@ -258,9 +285,12 @@ def main():
         supports_check_mode=True,
     )
     try:
-        module.exit_json(**RcclBench(module).run())
+        out = RcclBench(module).run()
     except (RcclParseError, TopotuneError) as err:
         module.fail_json(msg=str(err))
+    if out.pop("failed", False):
+        module.fail_json(**out)
+    module.exit_json(**out)
 
 
 if __name__ == "__main__":
