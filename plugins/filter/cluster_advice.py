@@ -13,13 +13,13 @@ description:
     of step time above 30% leads to checking xGMI hops, then cross-NUMA traffic above 40% leads to a
     network upgrade or topology rebuild, otherwise to tuning the environment; at or below 30% leads to adding
     GPUs - and ranks the article's cost/benefit table for the outcome.
-  - Where collective traffic flows is modelled per GPU generation (C(fabrics) in C(knowledge/advice.yml)):
-    on MI300X-class parts every GPU pair has a direct xGMI link (full mesh on an OAM baseboard), so
+  - Where collective traffic flows is modelled per GPU generation (C(fabrics) in C(knowledge/advice.yml)).
+    On MI300X-class parts every GPU pair has a direct xGMI link (full mesh on an OAM baseboard), so
     intra-node collectives never count as cross-NUMA PCIe traffic, and a rebuild or re-cabling is never
     recommended on an OAM baseboard (the row is returned with C(applicable=false) and the reason).
-  - A collective on a subset of a full-mesh node (2 or 4 of 8 MI300X GPUs: the benchmark's ranks on one
-    host, or O(gpus)) adds a warning: AMD advises 1 or 8 GPUs per collective there. It is never a
-    recommendation.
+  - A collective on a subset of a full-mesh node (2 or 4 of 8 MI300X GPUs, counted from the benchmark's
+    ranks on one host or from O(gpus)) adds a warning, since AMD advises 1 or 8 GPUs per collective there.
+    It is never a recommendation.
   - The communication share is O(comm_share) when given (measured), otherwise computed from the measured
     bus bandwidth, O(model_size_b) and O(step_time_ms) (gradients all-reduced once per step, no overlap),
     otherwise the article's own MI250 estimate from the model size.
