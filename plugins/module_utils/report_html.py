@@ -610,9 +610,11 @@ def _pct(value):
     return "%.0f%%" % (value * 100) if isinstance(value, (int, float)) else "-"
 
 
-def _busbw_chart(rows, reference):
-    """Bars of out-of-place busbw per message size, with the reference as a dashed line (inline SVG)."""
-    values = [(size, busbw) for size, busbw, _unused, _unused, _unused in rows if isinstance(busbw, (int, float)) and busbw >= 0]
+def _busbw_chart(rows, reference, column="out_of_place"):
+    """Bars of busbw per message size (the column the comparison used: AMD's criteria are in-place), with the
+    reference as a dashed line (inline SVG)."""
+    pick = 2 if column == "in_place" else 1
+    values = [(row[0], row[pick]) for row in rows if isinstance(row[pick], (int, float)) and row[pick] >= 0]
     if not values:
         return ""
     ref = reference if isinstance(reference, (int, float)) and reference > 0 else None
@@ -651,7 +653,7 @@ def _render_benchmark(bench):
             esc(result.get("avg_busbw") if result.get("avg_busbw") is not None else "n/a"),
             "" if result.get("complete", True) else " (truncated run)"))
     if comparison:
-        status = comparison.get("status") if comparison.get("status") in ("ok", "below") else "unknown"
+        status = comparison.get("status") if comparison.get("status") in ("ok", "below", "failed") else "unknown"
         out.append("<p>Against the %s reference: %s %s</p>" % (
             esc(comparison.get("generation") or "unknown generation"), _badge(status), esc(comparison.get("reason"))))
     rows = []
@@ -661,7 +663,7 @@ def _render_benchmark(bench):
         oop = row.get("out_of_place") if isinstance(row.get("out_of_place"), dict) else {}
         inp = row.get("in_place") if isinstance(row.get("in_place"), dict) else {}
         rows.append((_size_text(row.get("size")), oop.get("busbw"), inp.get("busbw"), oop.get("algbw"), oop.get("time_us")))
-    chart = _busbw_chart(rows, comparison.get("expected_busbw"))
+    chart = _busbw_chart(rows, comparison.get("expected_busbw"), (comparison.get("compared") or {}).get("column"))
     if chart:
         out.append(chart)
     if rows:
