@@ -235,6 +235,15 @@ def gpu_binding(gpu, options, numa_cpus, l3):
     return result
 
 
+def full_mesh(topology, gpus):
+    """True when every pair of the (unpartitioned) GPUs has a direct xGMI link: MI300X-class OAM baseboards."""
+    if len(gpus) < 3 or any(g.get("partition") for g in gpus):
+        return False
+    direct = {(link.get("a"), link.get("b")) for link in topology.get("links") or []
+              if isinstance(link, dict) and link.get("type") == "xgmi" and link.get("hops") == 1}
+    return len(direct) == len(gpus) * (len(gpus) - 1) // 2
+
+
 def _group_recipe(members, bindings, options):
     nodes = sorted({bindings[g]["numa_node"] for g in members if bindings[g]["numa_node"] is not None})
     unknown = any(bindings[g]["numa_node"] is None for g in members)
@@ -280,6 +289,17 @@ def plan(topology, options):
             "only; a node short of GPUs or partitions needs attention (platform checks: gpu count)"
             % (wanted, len(gpus)))
         sizes.append(group_gpus(topology, 1))
+    if full_mesh(topology, gpus):
+        # AMD RCCL usage tips, "Improving performance on the MI300X accelerator when using fewer than 8 GPUs": a
+        # collective over part of a fully connected node reaches "only a fraction of the potential bandwidth"
+        for result in sizes:
+            if 1 < result["size"] < len(gpus):
+                warnings.append(
+                    "groups of %d on a fully connected xGMI node: a collective inside a group uses %d of each GPU's %d "
+                    "xGMI links, a fraction of the node's bandwidth (AMD RCCL usage tips, \"Improving performance on "
+                    "the MI300X accelerator when using fewer than 8 GPUs\"); keep them for jobs that need that many "
+                    "GPUs (tensor parallel %d), else run collectives on 1 or %d GPUs"
+                    % (result["size"], result["size"] - 1, len(gpus) - 1, result["size"], len(gpus)))
     for result in sizes:
         result["recipes"] = [_group_recipe(group, bindings, opts) for group in result["groups"]]
         result["order"] = [g for group in result["groups"] for g in group]

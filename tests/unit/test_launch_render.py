@@ -203,3 +203,14 @@ def test_the_plan_records_what_was_applied(topo):
     assert summary["bindings"][4]["cpus"] == FRONTIER_L3[4]
     assert summary["sizes"][0]["order"] == list(range(8))
     assert summary["gres"]["socket_parameter"] == "l3cache_as_socket"
+
+
+@pytest.mark.parametrize("name,warned", [("mi300x-8gpu-spx", [2, 4]), ("mi250x-8gcd", []), ("mi210-8gpu-2hive", []),
+                                         ("mi300x-8gpu-cpx", [])])
+def test_partial_groups_on_a_full_mesh_are_warned_not_refused(topo, name, warned):
+    p = plan(topo(name), {"sizes": [2, 4, 8]})
+    found = sorted(int(w.split()[2]) for w in p["warnings"] if "fully connected xGMI node" in w)
+    assert found == warned
+    if warned:
+        assert [s["size"] for s in p["sizes"]] == [2, 4, 8]   # still generated
+        assert any("uses 3 of each GPU's 7 xGMI links" in w for w in p["warnings"])
