@@ -31,7 +31,11 @@ options:
     type: dict
     default: {}
   topology:
-    description: The topology model (C(topotune_discovery.topology); GPUs' gfx, xGMI links); omit when unknown.
+    description:
+      - The topology model (C(topotune_discovery.topology)); omit when unknown.
+      - Read from it are the GPUs' gfx targets, whether every GPU pair has a direct xGMI link (C(links[]) type and
+        hops) and the lowest MEC firmware version (C(gpus[].firmware.mec)); the rules of
+        C(HSA_FORCE_FINE_GRAIN_PCIE) and C(HSA_NO_SCRATCH_RECLAIM) depend on the last two.
     type: dict
   rocm_version:
     description: ROCm version of the node (C(6.2.1)); empty when unknown (version-gated drops are skipped).
@@ -52,7 +56,9 @@ RETURN = r"""
 _value:
   description: >-
     rendered ({NAME: value}), shell_lines, env_lines, refusals, warnings, drops, notes (each
-    {variable, value, rule, reason, source, origin}), report (one line per finding), profile, fabric, context.
+    {variable, value, rule, reason, source, origin}), report (one line per finding), profile, fabric, and
+    context (gfx, rocm, xgmi, all_peers_xgmi, mec_fw, fabric, profile: the node facts the rules saw; None when
+    unknown).
   type: dict
 """
 

@@ -17,7 +17,7 @@ import re
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_SAFE_VALUE = r"^[A-Za-z0-9_.,:/=+@%^-]*$"
-ACTIONS = ("refuse", "warn", "drop")
+ACTIONS = ("refuse", "warn", "drop", "note")
 
 # What each unsafe character does to a shell profile or an env file; checked in this order.
 _UNSAFE = (
@@ -60,8 +60,59 @@ def gfx_for_override(value):
     return "gfx%d%d%x" % (major, minor, step)
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _gpu_indices(gpus):
+    return sorted({gpu["index"] for gpu in gpus if isinstance(gpu, dict) and _is_int(gpu.get("index"))})
+
+
+def all_peers_xgmi(topology):
+    """True when every GPU pair has a direct xGMI link (``hops`` 1), False when some pair does not (PCIe, or
+    xGMI through another GPU as between MI250X GCDs), None when unknown: no model, fewer than two GPUs, or
+    pairs the links do not describe."""
+    if not isinstance(topology, dict):
+        return None
+    indices = _gpu_indices(topology.get("gpus") or [])
+    links = topology.get("links")
+    if len(indices) < 2 or not isinstance(links, list):
+        return None
+    known = set(indices)
+    direct = set()
+    for link in links:
+        ends = (link.get("a"), link.get("b")) if isinstance(link, dict) else (None, None)
+        if not all(_is_int(end) and end in known for end in ends) or ends[0] == ends[1]:
+            continue
+        kind, hops = link.get("type"), link.get("hops")
+        if kind == "pcie" or (kind == "xgmi" and _is_int(hops) and hops != 1):
+            return False
+        if kind == "xgmi" and _is_int(hops) and hops == 1:
+            direct.add(tuple(sorted(ends)))
+    return True if len(direct) == len(indices) * (len(indices) - 1) // 2 else None
+
+
+def lowest_mec_firmware(topology):
+    """The lowest MEC firmware version over the node's GPUs (``gpus[].firmware.mec``), None when any GPU's is
+    unknown: one GPU on old firmware is enough for a firmware-gated rule."""
+    if not isinstance(topology, dict):
+        return None
+    versions = []
+    for gpu in topology.get("gpus") or []:
+        firmware = gpu.get("firmware") if isinstance(gpu, dict) else None
+        mec = firmware.get("mec") if isinstance(firmware, dict) else None
+        if not _is_int(mec) or mec < 0:
+            return None
+        versions.append(mec)
+    return min(versions) if versions else None
+
+
 def context_from_topology(topology, rocm_version=None, fabric=None, profile=None, native_gfx=None):
-    """Build the rule context from a topology model dict (or None when unknown)."""
+    """Build the rule context from a topology model dict (or None when unknown).
+
+    ``xgmi``: some GPU pair is xGMI-linked; ``all_peers_xgmi``: every pair is, directly (see all_peers_xgmi());
+    ``mec_fw``: the lowest MEC firmware version (see lowest_mec_firmware()). Unknown facts are None.
+    """
     gfx = []
     xgmi = None
     if isinstance(topology, dict):
@@ -73,6 +124,8 @@ def context_from_topology(topology, rocm_version=None, fabric=None, profile=None
         "gfx": gfx,
         "rocm": rocm_version or None,
         "xgmi": xgmi,
+        "all_peers_xgmi": all_peers_xgmi(topology),
+        "mec_fw": lowest_mec_firmware(topology),
         "fabric": fabric or None,
         "profile": profile,
         "native_gfx": sorted(native_gfx) if native_gfx else None,
@@ -88,6 +141,9 @@ class _Facts:
         self.rocm_text = context.get("rocm") or None
         self.rocm = parse_version(self.rocm_text)
         self.xgmi = context.get("xgmi")
+        self.all_peers_xgmi = context.get("all_peers_xgmi")
+        mec = context.get("mec_fw")
+        self.mec = mec if _is_int(mec) and mec >= 0 else None
         self.fabric = context.get("fabric")
         self.profile = context.get("profile")
         native = context.get("native_gfx")
@@ -97,6 +153,14 @@ class _Facts:
 
     def gfx_native(self):
         return bool(self.gfx) and all(g in self.native for g in self.gfx)
+
+    def mec_threshold(self, table):
+        """The MEC firmware threshold ``table`` ({gfx: version}) sets for this node's GPUs; None when a GPU's gfx is
+        unknown or not in the table, or the GPUs' thresholds differ."""
+        if not self.gfx or not all(g in table for g in self.gfx):
+            return None
+        thresholds = {int(table[g]) for g in self.gfx}
+        return thresholds.pop() if len(thresholds) == 1 else None
 
     def default_on(self, table):
         if not self.gfx or self.rocm is None:
@@ -111,42 +175,64 @@ def _lower(values):
     return [str(v).lower() for v in values or []]
 
 
-def condition_holds(when, value, facts):
-    """True when every condition in ``when`` holds for ``value`` on the node described by ``facts``."""
+def value_gfx(value):
+    """The gfx targets of a target list ('gfx90a:xnack+,gfx942' -> {'gfx90a', 'gfx942'})."""
+    return {part.split(":", 1)[0].strip().lower() for part in str(value).split(",") if part.strip()}
+
+
+def _known_is(fact, want):
+    return fact is not None and bool(fact) == bool(want)
+
+
+def _mec_compare(table, facts, below):
+    threshold = facts.mec_threshold(table)
+    if threshold is None or facts.mec is None:
+        return False
+    return facts.mec < threshold if below else facts.mec >= threshold
+
+
+def _rocm_compare(want, facts, below):
+    if facts.rocm is None:
+        return False
+    return facts.rocm < parse_version(want) if below else facts.rocm >= parse_version(want)
+
+
+# Rule conditions: key in `when` -> test(want, value, facts, origin). Unknown facts make positive ones false.
+_CONDITIONS = {
+    "value_in": lambda want, value, facts, origin: str(value).lower() in _lower(want),
+    "value_not_in": lambda want, value, facts, origin: str(value).lower() not in _lower(want),
+    "value_regex": lambda want, value, facts, origin: re.search(want, str(value)) is not None,
+    "value_not_regex": lambda want, value, facts, origin: re.search(want, str(value)) is None,
+    "value_gfx_covers_node": lambda want, value, facts, origin: bool(facts.gfx) and (set(facts.gfx) <= value_gfx(value)) == bool(want),
+    "gfx_native": lambda want, value, facts, origin: facts.gfx_native() == bool(want),
+    "gfx_all_in": lambda want, value, facts, origin: bool(facts.gfx) and all(g in want for g in facts.gfx),
+    "gfx_any_in": lambda want, value, facts, origin: any(g in want for g in facts.gfx),
+    "xgmi": lambda want, value, facts, origin: _known_is(facts.xgmi, want),
+    "all_peers_xgmi": lambda want, value, facts, origin: _known_is(facts.all_peers_xgmi, want),
+    "mec_below": lambda want, value, facts, origin: _mec_compare(want, facts, True),
+    "mec_at_least": lambda want, value, facts, origin: _mec_compare(want, facts, False),
+    "mec_unknown_on": lambda want, value, facts, origin: facts.mec_threshold(want) is not None and facts.mec is None,
+    "fabric_in": lambda want, value, facts, origin: facts.fabric in want,
+    "profile_in": lambda want, value, facts, origin: facts.profile in want,
+    "profile_not_in": lambda want, value, facts, origin: facts.profile not in want,
+    "origin_in": lambda want, value, facts, origin: (origin or "override") in want,
+    "rocm_at_least": lambda want, value, facts, origin: _rocm_compare(want, facts, False),
+    "rocm_below": lambda want, value, facts, origin: _rocm_compare(want, facts, True),
+    "rocm_unknown": lambda want, value, facts, origin: (facts.rocm is None) == bool(want),
+    "default_on": lambda want, value, facts, origin: facts.default_on(want),
+    "not_default_on": lambda want, value, facts, origin: not facts.default_on(want),
+}
+_MEC_KEYS = ("mec_below", "mec_at_least", "mec_unknown_on")
+
+
+def condition_holds(when, value, facts, origin=None):
+    """True when every condition in ``when`` holds for ``value`` (set by ``origin``: 'profile' or 'override') on
+    the node described by ``facts``."""
     for key, want in (when or {}).items():
-        if key == "value_in":
-            ok = str(value).lower() in _lower(want)
-        elif key == "value_not_in":
-            ok = str(value).lower() not in _lower(want)
-        elif key == "value_regex":
-            ok = re.search(want, str(value)) is not None
-        elif key == "value_not_regex":
-            ok = re.search(want, str(value)) is None
-        elif key == "gfx_native":
-            ok = facts.gfx_native() == bool(want)
-        elif key == "xgmi":
-            ok = facts.xgmi is not None and bool(facts.xgmi) == bool(want)
-        elif key == "fabric_in":
-            ok = facts.fabric in want
-        elif key == "profile_in":
-            ok = facts.profile in want
-        elif key == "profile_not_in":
-            ok = facts.profile not in want
-        elif key == "rocm_at_least":
-            ok = facts.rocm is not None and facts.rocm >= parse_version(want)
-        elif key == "rocm_below":
-            ok = facts.rocm is not None and facts.rocm < parse_version(want)
-        elif key == "gfx_all_in":
-            ok = bool(facts.gfx) and all(g in want for g in facts.gfx)
-        elif key == "gfx_any_in":
-            ok = any(g in want for g in facts.gfx)
-        elif key == "default_on":
-            ok = facts.default_on(want)
-        elif key == "not_default_on":
-            ok = not facts.default_on(want)
-        else:
+        test = _CONDITIONS.get(key)
+        if test is None:
             raise ValueError("unknown rule condition %r in knowledge/env_vars.yml" % (key,))
-        if not ok:
+        if not test(want, value, facts, origin):
             return False
     return True
 
@@ -156,8 +242,10 @@ class _Fmt(dict):
         return "{" + key + "}"
 
 
-def _reason(template, name, value, facts):
+def _reason(template, name, value, facts, when=None):
     override = gfx_for_override(value)
+    tables = [table for key, table in (when or {}).items() if key in _MEC_KEYS]
+    threshold = facts.mec_threshold(tables[0]) if tables else None
     return " ".join(str(template).split()).format_map(
         _Fmt(
             name=name,
@@ -165,6 +253,8 @@ def _reason(template, name, value, facts):
             gfx=", ".join(facts.gfx) or "unknown GPUs",
             rocm=facts.rocm_text or "unknown",
             gfx_override=override or "another target's",
+            mec="unknown" if facts.mec is None else str(facts.mec),
+            mec_threshold="unknown" if threshold is None else str(threshold),
         )
     )
 
@@ -329,16 +419,19 @@ def validate(user_vars, allow, context, knowledge, origins=None):
 
         refused = dropped = False
         for rule in spec.get("rules") or []:
-            if not condition_holds(rule.get("when"), value, facts):
+            if not condition_holds(rule.get("when"), value, facts, origin):
                 continue
             action = rule.get("action")
             if action not in ACTIONS:
                 raise ValueError("rule %r of %s has unknown action %r" % (rule.get("id"), name, action))
-            entry = _entry(name, value, _reason(rule.get("reason", ""), name, value, facts), rule.get("source"), rule.get("id"), origin)
+            reason = _reason(rule.get("reason", ""), name, value, facts, rule.get("when"))
+            entry = _entry(name, value, reason, rule.get("source"), rule.get("id"), origin)
             allowed = rule.get("allowable") and isinstance(allow.get(name), str) and allow[name].strip()
             if action == "drop":
                 result["drops"].append(entry)
                 dropped = True
+            elif action == "note":
+                result["notes"].append(entry)
             elif allowed:
                 entry["reason"] = "allowed by rocm_env_allow.%s (%s): %s" % (name, allow[name].strip(), entry["reason"])
                 result["warnings" if action == "refuse" else "notes"].append(entry)
@@ -428,7 +521,7 @@ def resolve(profile, overrides, allow, context, knowledge, profiles):
     result["env_lines"] = render_env_file(result["rendered"])
     result["profile"] = profile
     result["fabric"] = context.get("fabric")
-    result["context"] = {k: context.get(k) for k in ("gfx", "rocm", "xgmi", "fabric", "profile")}
+    result["context"] = {k: context.get(k) for k in ("gfx", "rocm", "xgmi", "all_peers_xgmi", "mec_fw", "fabric", "profile")}
     return result
 
 
