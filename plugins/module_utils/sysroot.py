@@ -138,4 +138,5 @@ def list_dir(path):
 
 def numeric_entries(path):
     """Return the entries of ``path`` named by decimal integers, in numeric order."""
-    return sorted(int(name) for name in list_dir(path) if name.isdigit())
+    # isdigit() also accepts characters such as '²' that int() refuses
+    return sorted(int(name) for name in list_dir(path) if name.isdigit() and name.isascii())

@@ -48,7 +48,10 @@ def find_nodes_dir(sysroot="/", path=None):
 
 
 def bdf_of(domain, location_id):
-    """``domain`` + KFD ``location_id`` -> ``dddd:bb:dd.f``."""
+    """``domain`` + KFD ``location_id`` -> ``dddd:bb:dd.f``; None when either is outside the kernel's u32 range
+    (a corrupt properties file), never a malformed address."""
+    if not (0 <= domain <= 0xFFFFFFFF and 0 < location_id <= 0xFFFFFFFF):
+        return None
     return "%04x:%02x:%02x.%x" % (domain, (location_id >> 8) & 0xFF, (location_id >> 3) & 0x1F,
                                   location_id & 0x7)
 
@@ -113,16 +116,19 @@ def _read_link_file(path):
     if (len(words) >= 20 and words[0] == b"type" and words[8] == b"node_to" and words[10] == b"weight"
             and words[16] == b"min_bandwidth" and words[18] == b"max_bandwidth"):
         try:
-            return [int(words[9]), int(words[1]), int(words[11]), int(words[17]), int(words[19])]
+            values = [int(words[9]), int(words[1]), int(words[11]), int(words[17]), int(words[19])]
+            # the kernel prints these as u32: a negative number is a corrupt file, not a value
+            return [v if v >= 0 else None for v in values]
         except ValueError:
             pass
     props = dict(zip(words[::2], words[1::2]))
     values = []
     for key in _LINK_KEYS:
         try:
-            values.append(int(props[key]))
+            value = int(props[key])
         except (KeyError, ValueError):
-            values.append(None)
+            value = None
+        values.append(value if value is None or value >= 0 else None)
     return values
 
 
@@ -139,6 +145,7 @@ def _read_links(node_dir, num, warnings):
                                 % (num, sub, link))
                 continue
             if None in values[:3]:
+                # negative values (the kernel prints u32) count as missing too
                 warnings.append("KFD node %d: %s/%d/properties has no integer node_to/type/weight: link ignored"
                                 % (num, sub, link))
                 continue
@@ -185,7 +192,7 @@ def _dedupe(gpus, topo):
     for node in gpus:
         domain, location = node.prop("domain") or 0, node.prop("location_id")
         keys = []
-        if location:
+        if location and bdf_of(domain, location):
             keys.append(("bdf", bdf_of(domain, location)))
         if node.gpu_id:
             keys.append(("gpu_id", node.gpu_id))
@@ -301,6 +308,9 @@ def read_kfd(sysroot=None, path=None):
     for node in gpus:
         domain, location = node.prop("domain") or 0, node.prop("location_id")
         bdf = bdf_of(domain, location) if location else None
+        if location and bdf is None:
+            topo.warn("GPU KFD node %d: domain %s / location_id %s out of range: PCI address unknown"
+                      % (node.num, domain, location))
         hive = node.prop("hive_id")
         unique = node.prop("unique_id")
         gpu = topo.add_gpu(

@@ -123,7 +123,8 @@ topology:
           C(hive_id) (decimal string, null when none), C(numa_node) (Linux NUMA node, null when unknown),
           C(numa_source) (C(pci), C(kfd), C(smi) or null), C(cpus) (cpulist of the local CPUs),
           C(pcie) (C(current_width), C(max_width), C(current_speed_gts), C(max_speed_gts), or null),
-          C(simd_count), C(num_xcc), C(unique_id), C(name). Unknown values are null.
+          C(simd_count), C(num_xcc), C(unique_id), C(name), C(firmware) (firmware versions from the PCI
+          device's C(fw_version/), e.g. C(mec), or null). Unknown values are null.
       type: list
       elements: dict
       sample:
@@ -147,17 +148,20 @@ topology:
           num_xcc: 1
           unique_id: "1801979520617338022"
           name: null
+          firmware: null
     links:
       description:
         - Exactly one entry per unordered GPU pair, C(a) < C(b), when the source gives links.
         - C(type) is C(xgmi) or C(pcie); C(hops) 1 = direct xGMI, 2 = PCIe on one socket or xGMI through
           one GPU of the same hive, 3 = PCIe across sockets; C(weight) is the KFD/rocm-smi weight (null
           when unknown); C(xgmi_links) the number of xGMI links (null when unknown); C(bandwidth_mbps)
-          C(min)/C(max) in MB/s or null.
+          C(min)/C(max) in MB/s or null; C(p2p_access) true/false when the source says whether peer-to-peer
+          access is enabled (amd-smi ACCESS table), else null.
       type: list
       elements: dict
       sample:
-        - {a: 0, b: 1, type: xgmi, hops: 1, weight: 15, xgmi_links: null, bandwidth_mbps: {min: 50000, max: 50000}}
+        - {a: 0, b: 1, type: xgmi, hops: 1, weight: 15, xgmi_links: null, bandwidth_mbps: {min: 50000, max: 50000},
+           p2p_access: null}
     numa_nodes:
       description: NUMA nodes with their CPU list (C(cpus), null when unknown) and local GPU indices (C(gpus)).
       type: list
@@ -181,6 +185,15 @@ topology:
       elements: dict
       sample:
         - {physical_index: 0, bdf: "0000:05:00.0", gpus: [0, 1, 2, 3, 4, 5, 6, 7]}
+    cpu_topology:
+      description:
+        - The node's CPUs read from sysfs under the sysroot (null without per-CPU C(topology/)), C(packages)
+          (C(id), C(cpus), C(cores)), C(cores) (the CPU list of each core, list index = logical core index in
+          hwloc's and Slurm's order), C(threads_per_core), C(cpus) and C(l3) (C(cpus), C(cores), C(numa_node),
+          C(package) per L3 domain).
+      type: dict
+      sample: {source: sysfs, cpus: 128, threads_per_core: 2, packages: [{id: 0, cpus: "0-127", cores: "0-63"}],
+               cores: ["0,64", "1,65"], l3: [{cpus: "0-7,64-71", cores: "0-7", numa_node: 0, package: 0}]}
     warnings:
       description: Everything that made the model partial or uncertain, one sentence each.
       type: list

@@ -76,7 +76,7 @@ def test_to_dict_has_contract_keys():
     assert model["cpu_topology"] is None  # no sysroot read
     assert all(tuple(g) == GPU_KEYS for g in model["gpus"])
     assert model["links"] == [{"a": 0, "b": 1, "type": "xgmi", "hops": 1, "weight": 13, "xgmi_links": None,
-                               "bandwidth_mbps": None}]
+                               "bandwidth_mbps": None, "p2p_access": None}]
     assert model["numa_nodes"] == [{"node": 0, "cpus": "0-7", "gpus": [0, 1]}, {"node": 1, "cpus": None, "gpus": [2]}]
     assert model["physical_devices"] == [{"physical_index": 0, "bdf": "0000:05:00.0", "gpus": [0, 1]},
                                          {"physical_index": 1, "bdf": "0000:27:00.0", "gpus": [2]}]
