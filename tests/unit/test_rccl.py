@@ -440,7 +440,7 @@ def test_expectations_are_amds_criteria_with_their_source():
             assert result["peak_busbw"] == seen["peak_busbw_gbs"] and result["n_ranks"] == seen["ranks"]
             assert "observed, not a criterion" in seen["source"]
     assert criteria == {("MI210", 4): 30, ("MI210", 8): 8, ("MI250X", 8): 125, ("MI300X", 8): 304,
-                        ("MI325X", 8): 304, ("MI355X", 8): 350}
+                        ("MI325X", 8): 304, ("MI355X", 8): 350, ("MI300A", 4): 230}
     assert "no AMD" not in json.dumps(data) and "no AMD-published" not in json.dumps(data)
 
 
