@@ -436,9 +436,9 @@ def _check_nps(facts, gen):
                        "cpu*/topology/physical_package_id)", source)
     if nodes < packages:
         # one NUMA node over several sockets: NPS0
+        amd = "; AMD: %s" % " ".join(policy["wording"].split()) if policy.get("wording") else ""
         return _result("numa_nps", policy.get("nps0", "fail"), "NPS0 (%d NUMA node(s), %d sockets)" % (nodes, packages),
-                       "NPS in %s" % (allowed or "?"), fix + ("; AMD: %s" % " ".join(policy["wording"].split())
-                                                               if policy.get("wording") else ""), source)
+                       "NPS in %s" % (allowed or "?"), fix + amd, source)
     if nodes % packages:
         return _result("numa_nps", "warn", "%d NUMA nodes with CPUs over %d sockets" % (nodes, packages),
                        "NPS in %s" % (allowed or "?"), "uneven NUMA nodes per socket: check NPS and offline CPUs",

@@ -313,8 +313,8 @@ def parse_topology_text(text, name="amd-smi topology"):
                                     "(truncated output?)" % (name, lineno, words[0], seen[-1], len(words) - 1,
                                                              len(header)))
             if row not in header:
-                raise TopologyError("%s line %d: row %s is not in the %s table header" % (name, lineno, words[0],
-                                                                                         seen[-1]))
+                raise TopologyError("%s line %d: row %s is not in the %s table header"
+                                    % (name, lineno, words[0], seen[-1]))
             index = header.index(row)
             for col, value in enumerate(words[1:]):
                 tables[current][(index, col)] = value

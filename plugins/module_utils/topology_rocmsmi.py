@@ -209,8 +209,8 @@ def parse_json(data, name="rocm-smi output"):
                     tables["numa_" + numa.group(1).lower()][index] = int(str(value).strip())
                     found = True
                 except ValueError:
-                    raise TopologyError("%s: %s of %s is %s, not an integer" % (name, key[:40], section,
-                                                                               shown(value))) from None
+                    raise TopologyError("%s: %s of %s is %s, not an integer"
+                                        % (name, key[:40], section, shown(value))) from None
             else:
                 _add_info(tables, index, key, value)
     if not found:

@@ -338,8 +338,8 @@ def _sweep(max_bytes, last_size, drop=()):
 SHAPES = [
     ("Open MPI --tag-output", _prefixed(MI300X, lambda n, line: "[1,0]<stdout>:" + line), {}),
     ("srun --label", _prefixed(MI300X, lambda n, line: " 0: " + line), {}),
-    ("ISO timestamps", _prefixed(MI300X, lambda n, line: "2025-03-02T10:%02d:%02d.%06dZ %s" % (n // 60, n % 60,
-                                                                                            n * 7919, line)), {}),
+    ("ISO timestamps", _prefixed(
+        MI300X, lambda n, line: "2025-03-02T10:%02d:%02d.%06dZ %s" % (n // 60, n % 60, n * 7919, line)), {}),
     ("kubectl logs --timestamps, CRI", _prefixed(MI300X, lambda n, line: "2025-03-02T10:00:%02d.123456789Z stdout F "
                                                  % (n % 60) + line), {}),
     ("syslog with host", _prefixed(MI300X, lambda n, line: "Mar  2 10:00:%02d gpu-a01 rccl[4242]: %s" % (n % 60, line)),

@@ -247,8 +247,8 @@ def test_weight_rule(weight, partitions, expected):
     assert infer_link(weight, partitions) == expected
 
 
-@pytest.mark.parametrize(("hops", "weight", "expected"), [(1, 15, 1), (1, 30, 2), (1, 45, 2), (1, 41, 1), (1, 13, 1),
-                                                           (2, 30, 2), (1, None, 1)])
+@pytest.mark.parametrize(("hops", "weight", "expected"), [
+    (1, 15, 1), (1, 30, 2), (1, 45, 2), (1, 41, 1), (1, 13, 1), (2, 30, 2), (1, None, 1)])
 def test_xgmi_hops(hops, weight, expected):
     assert xgmi_hops(hops, weight) == expected
 
