@@ -12,6 +12,10 @@ description:
   - >-
     C(<host>: <n> drifted of <m> checked[, <k> corrected] (<owner>: <item>, ...)) from a report of
     P(topotune.instinct.drift_reports#filter).
+  - >-
+    A node whose manifest could not be read (C(manifest) C(missing) or C(unreadable)) was not verified: its line
+    says so and names the remedy, C(<host>: manifest <path> missing, nothing verified: run playbooks/site.yml (or
+    playbooks/drift.yml -e topotune_correct=true)), or, after a correction, that it was recorded again.
 options:
   _input:
     description: One report C({host, checked, drifted}).
@@ -40,6 +44,16 @@ _value:
 def drift_line(report, corrected=False):
     """One line naming a drifted node and what drifted on it."""
     drifted = report.get("drifted") or []
+    manifest = next((item for item in drifted if item.get("kind") == "manifest"), None)
+    if manifest is not None:
+        # observed: "missing", or "unreadable: <why>"
+        state, _sep, why = str(manifest.get("observed")).partition(": ")
+        head = "%s: manifest %s %s%s" % (report.get("host"), manifest.get("item"), state, " (%s)" % why if why else "")
+        if not (corrected and manifest.get("corrected")):
+            return head + ", nothing verified: run playbooks/site.yml (or playbooks/drift.yml -e topotune_correct=true)"
+        rest = [item for item in drifted if item is not manifest]
+        return head + ", recorded again by the correction; %d other item(s) drifted, %d corrected" % (
+            len(rest), sum(1 for item in rest if item.get("corrected")))
     line = "%s: %d drifted of %d checked" % (report.get("host"), len(drifted), report.get("checked") or 0)
     if corrected:
         line += ", %d corrected" % sum(1 for item in drifted if item.get("corrected"))
@@ -49,6 +63,8 @@ def drift_line(report, corrected=False):
 def _name(item):
     # full-mode items are already "<role> : <task>"
     owner, name = str(item.get("owner")), str(item.get("item"))
+    if item.get("kind") == "stale":
+        name = "stale " + name
     return name if name.startswith(owner + " : ") else "%s: %s" % (owner, name)
 
 

@@ -14,6 +14,10 @@ description:
     C(drift/<host>.json), from the first of - the host's corrected result (fact O(corrected_var), set when
     C(topotune_correct=true) ran), the fast verification's registered result (O(fast_var), mode C(fast)), the
     capture of the full run (O(capture), mode C(full)). A host with none of them reports 0 checked, nothing drifted.
+  - >-
+    Fast mode also says what the manifest was found in, C(manifest) - C(ok), C(missing) or C(unreadable) (the
+    verification's C(manifest_state); nothing else was checked then, and the one drifted item of kind C(manifest)
+    names the remedy). Full mode does not read the manifest, so its reports have no C(manifest).
 options:
   _input:
     description: Host names (normally C(ansible_play_hosts)).
@@ -52,7 +56,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: Mapping of host name to C({host, mode, checked, drifted}).
+  description: Mapping of host name to C({host, mode, checked, drifted}), plus C(manifest) in fast mode.
   type: dict
 """
 
@@ -77,12 +81,17 @@ def drift_reports(hosts, hostvars, mode, capture=None, fast_var="__topotune_drif
     captured = (capture or {}).get("hosts") or {} if isinstance(capture, dict) else {}
     reports = {}
     for host in hosts:
+        fast = _get(hostvars, host, fast_var) if mode == "fast" else None
         found = _get(hostvars, host, corrected_var)
         if found is None:
-            found = _get(hostvars, host, fast_var) if mode == "fast" else captured.get(host)
+            found = fast if mode == "fast" else captured.get(host)
         found = found if isinstance(found, dict) else EMPTY
         reports[host] = {"host": host, "mode": mode, "checked": int(found.get("checked") or 0),
                          "drifted": list(found.get("drifted") or [])}
+        # what the check found the manifest in (a correction records it again: its item then says corrected)
+        state = fast.get("manifest_state") if isinstance(fast, dict) else None
+        if state:
+            reports[host]["manifest"] = state
     return reports
 
 

@@ -15,10 +15,20 @@ Entry kinds of one owner (``entries`` is a list of these mappings, one per role)
 ``values`` paths are joined under the owner's ``sysroot`` and may hold glob patterns; ``json_keys`` compare
 only the owned keys (nested mappings key by key), so keys a user added never count as drift.
 
+At record time every owner also gets ``dirs``: the directories of its files that lie under ``owned_root`` (the
+manifest's directory, ``/etc/topotune``, but not that directory itself, which holds the manifest and the run lock).
+Those directories are topotune's alone, so verification reports any other entry in them as ``stale``.
+
+Unit enablement is read from the unit files on disk (``unit_file_state``, the rules of systemd's
+``systemctl is-enabled``), not from the running manager: ``systemctl show`` answers from its cache, which still says
+``enabled`` after the ``multi-user.target.wants`` link was removed by hand until someone runs ``daemon-reload``.
+
 Public API (standard library only, Python 3.8+): ``normalize_entries``, ``file_state``, ``build_manifest``,
-``merge_manifest``, ``verify_manifest``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``,
+``merge_manifest``, ``load_manifest``, ``manifest_problem``, ``verify_manifest``, ``manifest_item``,
+``unit_file_state``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``, ``prune_plan``,
 ``mark_corrected``, ``summarize``. Drift items have the shape of the report's ``drift/<host>.json``:
-``{owner, kind, item, expected, observed, corrected}``.
+``{owner, kind, item, expected, observed, corrected}``; ``kind`` is ``file``, ``value``, ``json_key``, ``group``,
+``unit``, ``stale`` or ``manifest``.
 """
 
 import glob
@@ -120,28 +130,50 @@ def _name(lookup, ident):
         return str(ident)
 
 
+def _entry_type(mode):
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "other"
+
+
 def file_state(path):
-    """``{sha256, mode, owner, group}`` of ``path``, or ``None`` when it does not exist."""
+    """``{sha256, mode, owner, group}`` of the regular file ``path``, ``None`` when nothing is there.
+
+    The path itself is examined, not what a symlink points to: a managed file replaced by a symlink (even to a copy
+    of the same content) or by a directory is drift. Those give ``{type: symlink, target}`` or ``{type: directory,
+    ...}``; a regular file has no ``type`` key, so manifests recorded before types were watched still compare.
+    """
     try:
-        info = os.stat(path)
+        info = os.lstat(path)
     except FileNotFoundError:
         return None
     except OSError as err:
         return {"error": err.strerror or err.__class__.__name__}
-    digest = hashlib.sha256()
-    if stat.S_ISREG(info.st_mode):
+    kind = _entry_type(info.st_mode)
+    if kind == "symlink":
         try:
-            with open(path, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
+            return {"type": "symlink", "target": os.readlink(path)}
         except OSError as err:
-            return {"error": err.strerror or err.__class__.__name__}
-    return {
-        "sha256": digest.hexdigest(),
+            return {"type": "symlink", "error": err.strerror or err.__class__.__name__}
+    state = {
         "mode": "%04o" % (info.st_mode & 0o7777),
         "owner": _name(pwd.getpwuid, info.st_uid),
         "group": _name(grp.getgrgid, info.st_gid),
     }
+    if kind != "file":
+        return dict(state, type=kind)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as err:
+        return {"error": err.strerror or err.__class__.__name__}
+    return dict(state, sha256=digest.hexdigest())
 
 
 def _is_glob(path):
@@ -155,10 +187,25 @@ def _value_paths(sysroot, path, cpus=None):
     return sorted(glob.glob(full)) if _is_glob(path) else [full]
 
 
-def build_manifest(entries, read_file=file_state):
-    """The manifest for ``entries``: files with their current state, values with their glob match counts."""
+def _under(path, root):
+    """True when ``path`` lies strictly below the directory ``root``."""
+    root = os.path.normpath(root)
+    return os.path.normpath(path).startswith(root.rstrip("/") + "/")
+
+
+def owned_dirs(files, owned_root):
+    """The directories of ``files`` strictly below ``owned_root``: topotune's alone, watched for stale entries."""
+    if not owned_root:
+        return []
+    return sorted({os.path.dirname(path) for path in files if _under(os.path.dirname(path), owned_root)})
+
+
+def build_manifest(entries, read_file=file_state, owned_root=None):
+    """The manifest for ``entries``: files with their current state, values with their glob match counts, and the
+    directories below ``owned_root`` that hold the owner's files (``dirs``)."""
     owners = normalize_entries(entries)
     for spec in owners.values():
+        spec["dirs"] = owned_dirs(spec["files"], owned_root)
         spec["files"] = {path: read_file(path) for path in sorted(set(spec["files"]))}
         for value in spec["values"]:
             if "cpus" in value:
@@ -180,6 +227,89 @@ def merge_manifest(previous, new, keep_other_owners=True):
 
 def dumps(manifest):
     return json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+
+
+# The manifest's own states: what a drift check says instead of verifying when it cannot read the record.
+MANIFEST_OK, MANIFEST_MISSING, MANIFEST_UNREADABLE = "ok", "missing", "unreadable"
+MANIFEST_REMEDY = "run playbooks/site.yml (or playbooks/drift.yml -e topotune_correct=true) to record it again"
+
+
+def load_manifest(path):
+    """``(state, manifest, reason)``: ``ok`` with the parsed manifest, or ``missing`` / ``unreadable`` with ``None``
+    and why (an OS error, not JSON, or JSON that is not a manifest). Never raises for the file's content."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return MANIFEST_MISSING, None, "no such file"
+    except OSError as err:
+        return MANIFEST_UNREADABLE, None, err.strerror or err.__class__.__name__
+    if not raw.strip():
+        return MANIFEST_UNREADABLE, None, "empty file (%d bytes)" % len(raw)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return MANIFEST_UNREADABLE, None, "not UTF-8 text (byte %d)" % err.start
+    except ValueError as err:
+        return MANIFEST_UNREADABLE, None, "not valid JSON (%s)" % err
+    problem = manifest_problem(data)
+    if problem:
+        return MANIFEST_UNREADABLE, None, problem
+    return MANIFEST_OK, data, None
+
+
+def _is_str_list(value):
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _spec_problem(spec):
+    """Why the recorded entries of one owner cannot be verified, or None."""
+    if not isinstance(spec, dict):
+        return "is not a mapping"
+    if not isinstance(spec.get("sysroot", "/"), str):
+        return "sysroot is not a string"
+    files = spec.get("files") or {}
+    if not isinstance(files, dict) or not all(v is None or isinstance(v, dict) for v in files.values()):
+        return "files is not a mapping of path to state"
+    if not _is_str_list(spec.get("dirs") or []):
+        return "dirs is not a list of paths"
+    shapes = {"values": {"path": str, "value": str}, "json_keys": {"path": str, "keys": dict},
+              "groups": {"user": str, "group": str}, "units": {"name": str}}
+    for kind, fields in shapes.items():
+        items = spec.get(kind) or []
+        if not isinstance(items, list):
+            return "%s is not a list" % kind
+        for item in items:
+            if not isinstance(item, dict) or not all(isinstance(item.get(k), t) for k, t in fields.items()):
+                return "%s entry %s lacks %s" % (kind, json.dumps(item)[:80], ", ".join(fields))
+            if kind == "values" and not (_is_int_list(item.get("cpus", [])) and isinstance(item.get("matched", 0), int)):
+                return "values entry %s: cpus or matched malformed" % item["path"]
+            if kind == "units" and not all(item.get(f) in (None, True, False) for f in ("enabled", "active")):
+                return "units entry %s: enabled/active not true, false or null" % item["name"]
+    return None
+
+
+def _is_int_list(value):
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def manifest_problem(data):
+    """Why parsed JSON is not a manifest this code can verify (hand-edited, another file), or None."""
+    if not isinstance(data, dict):
+        return "not a manifest: a JSON %s, not an object" % type(data).__name__
+    if not isinstance(data.get("owners"), dict):
+        return "not a manifest: no owners mapping"
+    for owner, spec in sorted(data["owners"].items()):
+        problem = _spec_problem(spec)
+        if problem:
+            return "owner %s: %s" % (owner, problem)
+    return None
+
+
+def manifest_item(path, state, reason):
+    """The drift item standing for a manifest that could not be read: nothing else on the node was verified."""
+    observed = state if state == MANIFEST_MISSING else "%s: %s" % (state, reason)
+    return _drift("manifest", "manifest", path, "recorded by playbooks/site.yml", observed)
 
 
 def flatten_keys(keys, prefix=()):
@@ -245,7 +375,216 @@ def parse_systemctl_show(text, names):
     return states
 
 
-_ENABLED = ("enabled", "enabled-runtime", "static", "alias", "indirect", "generated")
+# systemd's unit search path for the system manager, in its order (`systemd-analyze unit-paths` of Debian 12's
+# systemd 252; /lib/systemd/system is the same directory on merged-/usr systems). The first one holding the name
+# wins: a unit file in /etc/systemd/system shadows a runtime mask in /run/systemd/system.
+UNIT_SEARCH_PATH = (
+    "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient",
+    "/run/systemd/generator.early", "/etc/systemd/system", "/etc/systemd/system.attached", "/run/systemd/system",
+    "/run/systemd/system.attached", "/run/systemd/generator", "/usr/local/lib/systemd/system",
+    "/lib/systemd/system", "/usr/lib/systemd/system", "/run/systemd/generator.late",
+)
+_UNIT_CONFIG = "/etc/systemd/system"  # where `systemctl enable` puts its links
+_UNIT_GENERATORS = ("/run/systemd/generator.early", "/run/systemd/generator", "/run/systemd/generator.late")
+_UNIT_TRANSIENT = "/run/systemd/transient"
+_UNIT_LINK_DIRS = (".wants", ".requires", ".upholds")
+_INSTALL_KEYS = ("Alias", "WantedBy", "RequiredBy", "UpheldBy", "Also", "DefaultInstance")
+
+
+def _unit_template(name):
+    """``foo@.service`` for the instance ``foo@bar.service``, else None."""
+    prefix, at, rest = name.partition("@")
+    if not at or "." not in rest or rest.startswith("."):
+        return None
+    return "%s@%s" % (prefix, rest[rest.rindex("."):])
+
+
+def _lstat(root, path):
+    try:
+        return os.lstat(join(root, path))
+    except OSError:
+        return None
+
+
+def _null_or_empty(info):
+    # systemd's null_or_empty(): an empty regular file or a device node masks a unit
+    return info is not None and ((stat.S_ISREG(info.st_mode) and info.st_size == 0)
+                                 or stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode))
+
+
+def _find_unit_file(name, root):
+    """``(path, how)`` of the unit file ``name`` resolves to, following alias and linked-unit symlinks as systemd
+    does; ``how`` is ``regular``, ``masked`` or ``bad`` (a directory, socket or FIFO stands there: systemctl fails).
+    None when there is none or a symlink dangles."""
+    path = None
+    for candidate in filter(None, (name, _unit_template(name))):
+        path = next((d + "/" + candidate for d in UNIT_SEARCH_PATH if _lstat(root, d + "/" + candidate)), None)
+        if path:
+            break
+    for _unused in range(64):
+        info = _lstat(root, path) if path else None
+        if info is None:
+            return None
+        if not stat.S_ISLNK(info.st_mode):
+            if _null_or_empty(info):
+                return path, "masked"
+            return path, "regular" if stat.S_ISREG(info.st_mode) else "bad"
+        try:
+            target = os.readlink(join(root, path))
+        except OSError:
+            return None
+        target = os.path.normpath(target if target.startswith("/") else os.path.join(os.path.dirname(path), target))
+        if target == "/dev/null" or _null_or_empty(_stat(root, target)):
+            return path, "masked"
+        path = target
+    return path, "bad"  # a symlink loop
+
+
+def _stat(root, path):
+    try:
+        return os.stat(join(root, path))
+    except (OSError, TopotuneError):
+        return None
+
+
+def _install_section(root, path, name):
+    """``{key: [values]}`` of the ``[Install]`` section of the unit file and its drop-ins (``<name>.d/*.conf``)."""
+    found = {key: [] for key in _INSTALL_KEYS}
+    sources = [path]
+    for unit in filter(None, (name, _unit_template(name))):
+        for d in UNIT_SEARCH_PATH:
+            dropins = join(root, "%s/%s.d" % (d, unit))
+            try:
+                sources.extend("%s/%s.d/%s" % (d, unit, f) for f in sorted(os.listdir(dropins)) if f.endswith(".conf"))
+            except OSError:
+                continue
+    for source in sources:
+        try:
+            with open(join(root, source), encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        section = None
+        for line in lines:
+            line = line.strip()
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1]
+            elif section == "Install" and "=" in line and not line.startswith(("#", ";")):
+                key, value = (part.strip() for part in line.split("=", 1))
+                if key in found:
+                    # an empty assignment resets the list, as in systemd's config parser
+                    found[key] = found[key] + value.split() if value else []
+    return found
+
+
+def _symlinks_in(root, directory, name, link_dir, known, ignore_same_name, config_dir):
+    """systemd's find_symlinks_in_directory(): ``(found, same_name_link)`` for the symlinks in ``directory``."""
+    try:
+        entries = sorted(os.listdir(join(root, directory)))
+    except OSError:
+        return False, False
+    same_name = False
+    for entry in entries:
+        full = directory + "/" + entry
+        info = _lstat(root, full)
+        if info is None or not stat.S_ISLNK(info.st_mode):
+            continue
+        found_dest = found_path = False
+        if not link_dir:
+            try:
+                found_dest = os.path.basename(os.readlink(join(root, full))) == name
+            except OSError:
+                continue
+        if link_dir or not ignore_same_name:
+            found_path = entry == name
+        if not found_path and link_dir:
+            found_dest = _unit_template(entry) == name
+        if found_path and found_dest and full == config_dir + "/" + name:
+            same_name = True
+        elif (found_path or found_dest) and (known is None or entry in known):
+            return True, same_name
+    return False, same_name
+
+
+def _find_symlinks(root, directory, name, known, ignore_same_name):
+    """systemd's find_symlinks(): links in ``*.wants``, ``*.requires``, ``*.upholds`` of ``directory``, then in it."""
+    try:
+        entries = sorted(os.listdir(join(root, directory)))
+    except OSError:
+        return False, False
+    for entry in entries:
+        info = _lstat(root, directory + "/" + entry)
+        if info is not None and stat.S_ISDIR(info.st_mode) and os.path.splitext(entry)[1] in _UNIT_LINK_DIRS:
+            found, _unused = _symlinks_in(root, directory + "/" + entry, name, True, known, ignore_same_name, directory)
+            if found:
+                return True, False
+    return _symlinks_in(root, directory, name, False, known, ignore_same_name, directory)
+
+
+def _links_state(root, name, path, known):
+    """systemd's find_symlinks_in_scope(): enabled / enabled-runtime / static (instance) / linked, or None."""
+    in_runtime = at_all = same_config = same_runtime = ignore_same_name = False
+    for directory in UNIT_SEARCH_PATH:
+        found, same_name = _find_symlinks(root, directory, name, known, ignore_same_name)
+        runtime = directory.startswith("/run/")
+        if found:
+            if directory == _UNIT_CONFIG:
+                return "enabled"
+            in_runtime, at_all = in_runtime or runtime, at_all or not runtime
+        elif same_name:
+            same_config, same_runtime = same_config or directory == _UNIT_CONFIG, same_runtime or runtime
+        ignore_same_name = ignore_same_name or path.startswith(directory + "/")
+    if in_runtime:
+        return "enabled-runtime"
+    if at_all and _unit_template(name):
+        return "static"
+    if same_config:
+        return "linked"
+    if same_runtime:
+        return "linked-runtime"
+    return None
+
+
+def unit_file_state(name, root="/"):
+    """What ``systemctl is-enabled NAME`` answers, read from the unit files under ``root``: ``enabled``,
+    ``enabled-runtime``, ``linked``, ``linked-runtime``, ``alias``, ``masked``, ``masked-runtime``, ``static``,
+    ``indirect``, ``disabled``, ``generated``, ``transient``, ``bad`` (not a unit file), or ``not-found``.
+
+    A port of systemd's unit_file_lookup_state() (src/shared/install.c) for the system manager: the unit file is the
+    first one on the search path (an instance falls back to its template), a symlink to /dev/null or an empty file
+    masks it, and it is enabled by a symlink with its name in a ``*.wants``/``*.requires``/``*.upholds`` directory
+    of /etc/systemd/system (of /run/systemd/system: ``enabled-runtime``). Presets are not read: they only matter to
+    ``systemctl preset``.
+    """
+    found = _find_unit_file(name, root)
+    if found is None:
+        return "not-found"
+    path, how = found
+    if how != "regular":
+        return how if how == "bad" else "masked-runtime" if path.startswith("/run/") else "masked"
+    if os.path.basename(path) != name and os.path.basename(path) != _unit_template(name):
+        return "alias"
+    directory = os.path.dirname(path)
+    if directory in _UNIT_GENERATORS:
+        return "generated"
+    if directory == _UNIT_TRANSIENT:
+        return "transient"
+    install = _install_section(root, path, name)
+    known = {name} | set(install["Alias"])
+    template = _unit_template(name) is None and "@." in name
+    if template and install["DefaultInstance"]:
+        known.add(name.replace("@.", "@%s." % install["DefaultInstance"][-1], 1))
+    state = _links_state(root, name, path, known)
+    if state:
+        return state
+    if _links_state(root, name, path, None):
+        return "indirect"
+    if any(install[key] for key in ("Alias", "WantedBy", "RequiredBy", "UpheldBy")):
+        return "disabled"
+    return "indirect" if install["Also"] else "static"
+
+
+_ENABLED = ("enabled", "static", "alias", "indirect", "generated")
 
 
 def _drift(owner, kind, item, expected, observed):
@@ -257,26 +596,61 @@ def _differing(expected, observed):
         return expected, ABSENT
     if expected is None:
         return ABSENT, observed
-    keys = [k for k in ("sha256", "mode", "owner", "group") if expected.get(k) != observed.get(k)]
+    if expected.get("type", "file") != observed.get("type", "file"):
+        # another kind of entry stands at the path: its type (and a symlink's target) says it all
+        keys = ("type", "target")
+        return ({k: expected.get(k, "file") for k in keys if k in expected or k == "type"},
+                {k: observed.get(k, "file") for k in keys if k in observed or k == "type"})
+    keys = [k for k in ("target", "sha256", "mode", "owner", "group") if expected.get(k) != observed.get(k)]
     if "error" in observed:
         keys.append("error")
     return {k: expected.get(k) for k in keys}, {k: observed.get(k) for k in keys}
 
 
-def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=None):
+def _describe_entry(path):
+    """``file``, ``directory``, ``symlink to <target>`` or ``other``: what stands at a stale path."""
+    state = file_state(path) or {}
+    kind = state.get("type", "file")
+    return "symlink to %s" % state.get("target", "?") if kind == "symlink" else kind
+
+
+def stale_entries(owners):
+    """``[(owner, path)]``: entries of the owners' ``dirs`` that no owner manages (each directory is checked for the
+    first owner, by name, that lists it), and the number of directories checked."""
+    managed = {path for spec in owners.values() for path in (spec.get("files") or {})}
+    dirs = {}
+    for owner in sorted(owners):
+        for directory in owners[owner].get("dirs") or []:
+            dirs.setdefault(directory, owner)
+    stale = []
+    for directory, owner in sorted(dirs.items()):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue  # a missing directory: its files are reported absent
+        stale.extend((owner, os.path.join(directory, name)) for name in names
+                     if os.path.join(directory, name) not in managed and os.path.join(directory, name) not in dirs)
+    return stale, len(dirs)
+
+
+def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=None, unit_root="/"):
     """Compare the node with ``manifest``; returns ``{checked, drifted, owners_drifted}``.
 
-    ``unit_states(names)`` returns ``parse_systemctl_show``'s shape for all unit names at once;
-    ``group_db`` is ``read_group_db()``'s result (read lazily when groups are watched).
+    Unit enablement is read from the unit files under ``unit_root`` (``unit_file_state``); ``unit_states(names)``
+    (``parse_systemctl_show``'s shape, one call for all names) is asked only for units whose ``active`` flag is
+    watched. ``group_db`` is ``read_group_db()``'s result (read lazily when groups are watched).
     """
     if not isinstance(manifest, dict) or not isinstance(manifest.get("owners"), dict):
-        raise ManifestError("managed_state: the manifest has no owners mapping; run playbooks/site.yml to record it again")
+        raise ManifestError("managed_state: the manifest has no owners mapping; %s" % MANIFEST_REMEDY)
     owners = manifest["owners"]
     drifted, checked = [], 0
-    unit_names = sorted({u["name"] for spec in owners.values() for u in spec.get("units") or []})
-    units = unit_states(unit_names) if unit_names and unit_states else {}
+    active_names = sorted({u["name"] for spec in owners.values() for u in spec.get("units") or [] if u.get("active") is not None})
+    units = unit_states(active_names) if active_names and unit_states else {}
+    enablement = {}
     if group_db is None and any(spec.get("groups") for spec in owners.values()):
         group_db = read_group_db()
+    stale, dirs_checked = stale_entries(owners)
+    checked += dirs_checked
     json_cache = {}
     for owner in sorted(owners):
         spec = owners[owner]
@@ -287,6 +661,9 @@ def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=N
             if observed != expected:
                 exp, obs = _differing(expected, observed)
                 drifted.append(_drift(owner, "file", path, exp, obs))
+        for stale_owner, path in stale:
+            if stale_owner == owner:
+                drifted.append(_drift(owner, "stale", path, ABSENT, _describe_entry(path)))
         for value in spec.get("values") or []:
             checked += 1
             paths = _value_paths(sysroot, value["path"], value.get("cpus"))
@@ -336,16 +713,51 @@ def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=N
             elif user not in members[group] and primary.get(user) != group:
                 drifted.append(_drift(owner, "group", "%s in %s" % (user, group), True, False))
         for entry in spec.get("units") or []:
-            state = units.get(entry["name"], {"enabled": "", "active": "", "load": "unknown"})
-            for flag, key, truthy in (("enabled", "enabled", _ENABLED), ("active", "active", ("active", "activating", "reloading"))):
-                if entry.get(flag) is None:
-                    continue
+            name = entry["name"]
+            if entry.get("enabled") is not None:
                 checked += 1
-                current = state[key] in truthy
-                if current != entry[flag]:
-                    observed = state[key] or state["load"] or "unknown"
-                    drifted.append(_drift(owner, "unit", "%s %s" % (entry["name"], flag), entry[flag], observed))
+                if name not in enablement:
+                    enablement[name] = unit_file_state(name, unit_root)
+                if (enablement[name] in _ENABLED) != entry["enabled"]:
+                    drifted.append(_drift(owner, "unit", "%s enabled" % name, entry["enabled"], enablement[name]))
+            if entry.get("active") is not None:
+                checked += 1
+                state = units.get(name, {"active": "", "load": "unknown"})
+                if (state["active"] in ("active", "activating", "reloading")) != entry["active"]:
+                    observed = state["active"] or state["load"] or "unknown"
+                    drifted.append(_drift(owner, "unit", "%s active" % name, entry["active"], observed))
     return {"checked": checked, "drifted": drifted, "owners_drifted": sorted({d["owner"] for d in drifted})}
+
+
+def verify_path(path, unit_states=None, unit_root="/", group_db=None):
+    """``verify_manifest`` of the manifest at ``path`` plus its state (``manifest_state``: ok, missing or unreadable,
+    and ``manifest_reason``). A manifest that cannot be read gives one ``manifest`` drift item and nothing checked."""
+    state, manifest, reason = load_manifest(path)
+    if state != MANIFEST_OK:
+        return {"checked": 0, "drifted": [manifest_item(path, state, reason)], "owners_drifted": ["manifest"],
+                "manifest_state": state, "manifest_reason": reason}
+    result = verify_manifest(manifest, unit_states=unit_states, group_db=group_db, unit_root=unit_root)
+    return dict(result, manifest_state=state, manifest_reason=None)
+
+
+def prune_plan(manifest, previous):
+    """What a correction removes before the roles run, as ``[(path, what)]``: the ``stale`` entries of ``previous``
+    (drift items of the run being corrected) that are still stale, and a directory standing where a managed file
+    of an owner ``previous`` names belongs (the roles' atomic rename cannot replace a directory). Nothing outside
+    the manifest's files and ``dirs`` is ever named."""
+    if manifest_problem(manifest):
+        return []
+    owners = manifest["owners"]
+    items = [d for d in previous or [] if isinstance(d, dict)]
+    named = {d.get("owner") for d in items}
+    still_stale = {path for _owner, path in stale_entries(owners)[0]}
+    plan = [(d["item"], "stale %s" % _describe_entry(d["item"])) for d in items
+            if d.get("kind") == "stale" and d.get("item") in still_stale]
+    for owner in sorted(named & set(owners)):
+        for path in sorted(owners[owner].get("files") or {}):
+            if (file_state(path) or {}).get("type") == "directory":
+                plan.append((path, "directory in place of a managed file"))
+    return sorted(set(plan))
 
 
 def _key(item):
@@ -376,6 +788,10 @@ def summarize(drifted):
         elif item["kind"] == "file":
             what = ", ".join(sorted(item["observed"])) if isinstance(item["observed"], dict) else item["observed"]
             text = "%s %s" % (item["item"], what)
+        elif item["kind"] == "stale":
+            text = "stale %s (%s)" % (item["item"], item["observed"])
+        elif item["kind"] == "manifest":
+            text = "%s %s: nothing verified; %s" % (item["item"], item["observed"], MANIFEST_REMEDY)
         else:
             text = "%s (%s)" % (item["item"], item["observed"])
         parts.setdefault(item["owner"], []).append(text)

@@ -16,6 +16,9 @@ description:
   - The new content is re-parsed before it is written, and checked with O(validate) when given (for example
     C(dockerd --validate --config-file %s)).
   - With O(backup), the previous file is kept as a timestamped copy next to it.
+  - The backup and the new file are written by topotune's shared writer, as a temp file beside the destination
+    with its final mode and owner, then one rename each. A run interrupted at any point leaves C(daemon.json)
+    whole, old or new, and the next run removes the temp files such a run left.
 author:
   - topotune contributors (@topotune)
 options:
@@ -79,11 +82,18 @@ path:
 
 import json
 import os
-import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import merge_owned, remove_owned
+from ansible_collections.topotune.instinct.plugins.module_utils.files import (
+    ValidationError,
+    attributes_differ,
+    commit_all,
+    remove_stale_temps,
+    stage_all,
+)
 
 
 class DaemonConfig:
@@ -115,22 +125,25 @@ class DaemonConfig:
             self.fail("%s holds a JSON %s, not an object; Docker expects an object" % (self.path, type(data).__name__))
         return text, data
 
-    def write(self, text):
-        directory = os.path.dirname(self.path) or "."
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".daemon.json.", dir=directory)
+    def write(self, text, mode, root_owned, backup):
+        """The backup (a byte copy of the current file, its mode less world-write) and the new file, staged and
+        validated before either is renamed into place: a failed validation changes nothing. Returns the backup's
+        path, or None."""
+        writes = []
+        backup_file = None
+        if backup:
+            # the name Ansible's backup_local gives, written as a whole file (a copy killed half-way never shows)
+            backup_file = "%s.%s.%s" % (self.path, os.getpid(), time.strftime("%Y-%m-%d@%H:%M:%S~", time.localtime()))
+            with open(self.path, "rb") as handle:
+                old = handle.read()
+            writes.append((backup_file, old, os.stat(self.path).st_mode & 0o7775, None))
+        writes.append((self.path, text, mode, self.params["validate"]))
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            if self.params["validate"]:
-                rc, out, err = self.module.run_command(self.params["validate"] % tmp)
-                if rc != 0:
-                    self.fail("validation of the new %s failed (rc=%d): %s" % (self.path, rc, (err or out).strip()))
-            self.module.atomic_move(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            staged = stage_all(self.module, writes, root_owned)
+        except ValidationError as err:
+            self.fail("%s; %s was not changed" % (err, self.path))
+        commit_all(self.module, staged)
+        return backup_file
 
     def run(self):
         mode = self.params["mode"]
@@ -138,6 +151,8 @@ class DaemonConfig:
             self.fail("mode %r must be octal without the world-writable bit, e.g. '0644'" % mode)
         if self.params["validate"] and "%s" not in self.params["validate"]:
             self.fail("validate must contain %%s (the candidate file), got %r" % self.params["validate"])
+        mode = int(mode, 8)
+        root_owned = os.geteuid() == 0
         before_text, current = self.read()
         if self.params["state"] == "present":
             wanted = merge_owned(current, self.params["settings"])
@@ -145,25 +160,30 @@ class DaemonConfig:
             wanted = remove_owned(current, self.params["settings"])
         after_text = json.dumps(wanted, indent=2) + "\n"
         json.loads(after_text)  # what is written must parse
+        # compared as JSON: a file holding the same settings in another layout is left as the user wrote it
         content_changed = wanted != current and not (before_text is None and not wanted)
-        result = {"changed": content_changed, "config": wanted, "path": self.path}
+        attributes_changed = before_text is not None and not content_changed and attributes_differ(self.path, mode, root_owned)
+        result = {"changed": content_changed or attributes_changed, "config": wanted, "path": self.path}
         result["diff"] = {
             "before": before_text or "",
             "after": after_text if content_changed else (before_text or ""),
             "before_header": self.path,
             "after_header": self.path,
         }
-        if not self.module.check_mode:
-            if content_changed:
-                if self.params["backup"] and before_text is not None:
-                    result["backup_file"] = self.module.backup_local(self.path)
-                self.write(after_text)
-            if os.path.exists(self.path):
-                file_args = {"path": self.path, "mode": mode, "owner": "root", "group": "root", "secontext": None, "attributes": None}
-                result["changed"] = self.module.set_fs_attributes_if_different(file_args, result["changed"])
-        elif before_text is not None and not content_changed:
-            st = os.stat(self.path)
-            result["changed"] = (st.st_mode & 0o7777) != int(mode, 8) or st.st_uid != 0 or st.st_gid != 0
+        if self.module.check_mode:
+            return result
+        if content_changed:
+            backup = self.params["backup"] and before_text is not None
+            backup_file = self.write(after_text, mode, root_owned, backup)
+            if backup_file:
+                result["backup_file"] = backup_file
+        else:
+            remove_stale_temps([self.path])
+            if attributes_changed:
+                # same content: owner then mode set in place (each change is one atomic step; no content moves)
+                if root_owned:
+                    os.chown(self.path, 0, 0)
+                os.chmod(self.path, mode)
         return result
 
 
@@ -179,7 +199,10 @@ def main():
         },
         supports_check_mode=True,
     )
-    module.exit_json(**DaemonConfig(module).run())
+    try:
+        module.exit_json(**DaemonConfig(module).run())
+    except OSError as err:
+        module.fail_json(msg="docker_daemon_config: %s" % err, path=module.params["path"])
 
 
 if __name__ == "__main__":

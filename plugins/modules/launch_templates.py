@@ -115,6 +115,10 @@ options:
     description: First comment line of every file (the role passes C(ansible_managed)).
     type: str
     default: "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."
+notes:
+  - Every file is staged before the first is renamed into place, each by one rename with its mode and owner already
+    set, so a run interrupted at any point leaves each file old or new. The next run completes the set and first
+    removes the temp files (C(.topotune-*.tmp)) that an interrupted run left in the directories it writes.
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -212,8 +216,11 @@ class LaunchTemplates:
         for path in stale:
             diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
         if not self.module.check_mode:
-            # every file staged before any is renamed: a failed write leaves the whole set as it was
-            commit_all(self.module, stage_all(self.module, [t + (None,) for t in todo], self.as_root), self.as_root)
+            # every file staged before any is renamed: a failed write leaves the whole set as it was; then one
+            # rename per file, so a run killed anywhere leaves each file old or new (and the wrapper names a
+            # table of another format). The next run finishes the set and removes the temp files a kill left.
+            staged = stage_all(self.module, [t + (None,) for t in todo], self.as_root, sweep=sorted(wanted))
+            commit_all(self.module, staged)
             for path in stale:
                 os.unlink(path)
         return {

@@ -84,6 +84,9 @@ options:
         required: true
 notes:
   - Files are created C(root:root) when the module runs as root; parent directories are created with mode 0755.
+  - Each file and link is replaced by one rename, with its mode and owner already set, so a run interrupted at any
+    point leaves each one old or new. The next run completes the set and first removes the temp files
+    (C(.topotune-*.tmp)) that an interrupted run left in the directories it manages.
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.IDEMPOTENT
@@ -161,6 +164,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     diff_entry,
     differs,
     read_text,
+    replace_symlink,
     stage_all,
 )
 
@@ -234,7 +238,8 @@ class ManagedFiles:
                 diffs.append(diff_entry(link["path"], "-> %s\n" % current if current else "", "-> %s\n" % link["src"]))
 
         if not self.module.check_mode:
-            self._apply(writes, removals, link_changes)
+            managed = sorted(wanted) + [link["path"] for link in params["links"]]
+            self._apply(writes, removals, link_changes, managed)
         return {
             "changed": bool(writes or removals or link_changes),
             # contents are not echoed back (the diff shows what changed): results are post-processed on the controller
@@ -246,22 +251,22 @@ class ManagedFiles:
             "diff": diffs,
         }
 
-    def _apply(self, writes, removals, link_changes):
-        # stage and validate everything first: a rejected file leaves every file of the call as it was
+    def _apply(self, writes, removals, link_changes, managed):
+        # stage and validate everything first: a rejected file leaves every file of the call as it was. Temp files
+        # an interrupted run left are removed from every directory this call manages, written to or not.
         try:
-            staged = stage_all(self.module, writes, self.root_owned)
+            staged = stage_all(self.module, writes, self.root_owned, sweep=managed)
         except ValidationError as err:
             self.fail("%s; no file was changed" % err)
-        commit_all(self.module, staged, self.root_owned)
+        # each step below is one rename or unlink: a run killed anywhere leaves every file and link old or new
+        commit_all(self.module, staged)
         for path in removals:
             os.unlink(path)
         for path, src in link_changes:
-            if os.path.islink(path):
+            if src is None:
                 os.unlink(path)
-            if src is not None:
-                if not os.path.isdir(os.path.dirname(path)):
-                    os.makedirs(os.path.dirname(path), 0o755)
-                os.symlink(src, path)
+            else:
+                replace_symlink(path, src)
 
 
 def main():

@@ -12,19 +12,32 @@ description:
     group of every managed file itself, and writes the manifest O(path) atomically (root-owned, 0644). Owners the
     call does not name keep their previous entries unless O(keep_other_owners=false). The manifest holds no
     timestamp, so recording an unchanged node reports C(changed=false).
-  - O(state=verified) reads the manifest and checks every entry in one pass (globs expanded here, all units in one
-    C(systemctl show) call, groups from C(/etc/group) and C(/etc/passwd)); it changes nothing and returns
-    RV(drifted).
+  - O(state=recorded) also records, per owner, the directories of its files below O(owned_root) (not O(owned_root)
+    itself): they are topotune's alone, and verification reports any other entry in them as C(stale).
+  - O(state=verified) reads the manifest and checks every entry in one pass (globs expanded here, unit enablement
+    read from the unit files on disk with the rules of C(systemctl is-enabled), groups from C(/etc/group) and
+    C(/etc/passwd)); it changes nothing and returns RV(drifted). Files are compared as entries (C(lstat)): a managed
+    file replaced by a symlink or a directory is drift.
+  - Unit enablement is not asked of the running manager: C(systemctl show) answers from its cache, which keeps
+    saying C(enabled) after a C(multi-user.target.wants) link was removed by hand until a C(daemon-reload). One
+    C(systemctl show) call is made only for units whose C(active) flag is watched.
   - Values (sysfs/procfs) are read under each owner's C(sysroot); C(json_keys) compare only the owned keys, so keys
     a user added to a shared file never count as drift.
-  - A missing manifest fails with a message saying to run C(playbooks/site.yml) first.
+  - A manifest that is missing or cannot be read (truncated, not JSON, not a manifest) does not fail the task:
+    RV(manifest_state) says C(missing) or C(unreadable), RV(drifted) holds one item of kind C(manifest), nothing else is
+    verified, and a warning names the remedy (run C(playbooks/site.yml), or C(playbooks/drift.yml) with
+    C(topotune_correct=true)).
+  - O(state=pruned), run by a drift correction before the roles, removes what the roles cannot fix themselves: the
+    C(stale) entries of O(previous) that are still stale, and a directory standing where a managed file of an owner
+    named in O(previous) belongs. It never removes anything the manifest does not place in topotune's
+    directories or files.
 author:
   - topotune contributors (@topotune)
 options:
   state:
     description: Record the manifest, or verify the node against it.
     type: str
-    choices: [recorded, verified]
+    choices: [recorded, verified, pruned]
     default: verified
   path:
     description: The manifest file.
@@ -43,10 +56,16 @@ options:
     description: With O(state=recorded), keep the entries of owners that O(entries) does not name.
     type: bool
     default: true
+  owned_root:
+    description:
+      - With O(state=recorded), the directories of managed files below this one (not itself: it holds the manifest)
+        are recorded as topotune's alone and watched for stale entries. Default the manifest's directory.
+    type: path
   previous:
     description:
       - With O(state=verified), the RV(drifted) items of a run before a correction. RV(drifted) then lists them
         with C(corrected=true) when they no longer drift (C(false) when they still do), followed by any new drift.
+      - With O(state=pruned), the drifted items of the run being corrected (what may be removed).
     type: list
     elements: dict
 extends_documentation_fragment:
@@ -68,6 +87,11 @@ EXAMPLES = r"""
   topotune.instinct.managed_state:
     state: verified
   register: drift
+
+- name: Before a correction, remove the stale entries it found (and directories in the way of managed files)
+  topotune.instinct.managed_state:
+    state: pruned
+    previous: "{{ drift.drifted }}"
 """
 
 RETURN = r"""
@@ -84,9 +108,25 @@ drifted:
             expected: performance, observed: {powersave: [sys/devices/system/cpu/cpu0/cpufreq/scaling_governor]},
             corrected: false}]
 checked:
-  description: Number of settings compared.
+  description: Number of settings compared (0 when the manifest could not be read).
   returned: state is verified
   type: int
+manifest_state:
+  description: The manifest's state, C(ok), C(missing) or C(unreadable) (then nothing else was verified).
+  returned: state is verified
+  type: str
+  sample: ok
+manifest_reason:
+  description: Why the manifest is unreadable (or C(no such file)); null when it is C(ok).
+  returned: state is verified
+  type: str
+  sample: "not valid JSON (Expecting ',' delimiter: line 12 column 3 (char 301))"
+removed:
+  description: Paths removed by O(state=pruned) (in check mode, that would be), each with why.
+  returned: state is pruned
+  type: list
+  elements: dict
+  sample: [{path: /etc/topotune/env/old.env, why: stale file}]
 owners_drifted:
   description: Roles owning at least one drifted entry, sorted.
   returned: state is verified
@@ -102,20 +142,24 @@ remaining:
   type: int
 """
 
-import json
 import os
+import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.files import write_atomic
 from ansible_collections.topotune.instinct.plugins.module_utils.managed_state import (
+    MANIFEST_OK,
+    MANIFEST_REMEDY,
     build_manifest,
     dumps,
+    load_manifest,
     mark_corrected,
     merge_manifest,
     parse_systemctl_show,
+    prune_plan,
     summarize,
-    verify_manifest,
+    verify_path,
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
@@ -126,27 +170,17 @@ class ManagedState:
         self.params = module.params
         self.path = self.params["path"]
 
-    def read_manifest(self, required):
+    def read_manifest(self):
+        """``(text, manifest)`` of the current manifest for recording over it; ``(None, None)`` when there is none."""
         try:
-            with open(self.path, encoding="utf-8") as handle:
+            with open(self.path, encoding="utf-8", errors="replace") as handle:
                 text = handle.read()
         except FileNotFoundError:
-            if required:
-                raise TopotuneError(
-                    "managed_state: no manifest at %s: this node was never brought up by topotune (or the file was removed); "
-                    "run playbooks/site.yml first" % self.path
-                ) from None
             return None, None
         except OSError as err:
             raise TopotuneError("managed_state: cannot read %s: %s" % (self.path, err.strerror)) from None
-        try:
-            return text, json.loads(text)
-        except ValueError as err:
-            if required:
-                raise TopotuneError(
-                    "managed_state: %s is not valid JSON (%s); run playbooks/site.yml to record it again" % (self.path, err)
-                ) from None
-            return text, None
+        state, manifest, _reason = load_manifest(self.path)
+        return text, manifest if state == MANIFEST_OK else None
 
     def unit_states(self, names):
         systemctl = self.module.get_bin_path("systemctl")
@@ -162,8 +196,10 @@ class ManagedState:
         write_atomic(self.module, self.path, text, 0o644, root_owned=False, temp_prefix=".manifest.")
 
     def record(self):
-        before_text, previous = self.read_manifest(required=False)
-        manifest = merge_manifest(previous, build_manifest(self.params["entries"]), self.params["keep_other_owners"])
+        before_text, previous = self.read_manifest()
+        owned_root = self.params["owned_root"] or os.path.dirname(self.path)
+        manifest = merge_manifest(previous, build_manifest(self.params["entries"], owned_root=owned_root),
+                                  self.params["keep_other_owners"])
         after_text = dumps(manifest)
         changed = after_text != before_text
         result = {
@@ -180,8 +216,10 @@ class ManagedState:
         return result
 
     def verify(self):
-        _unused, manifest = self.read_manifest(required=True)
-        result = verify_manifest(manifest, unit_states=self.unit_states)
+        result = verify_path(self.path, unit_states=self.unit_states)
+        if result["manifest_state"] != MANIFEST_OK:
+            self.module.warn("managed_state: the manifest %s is %s (%s): nothing on this node was verified; %s"
+                             % (self.path, result["manifest_state"], result["manifest_reason"], MANIFEST_REMEDY))
         result["changed"] = False
         result["remaining"] = len(result["drifted"])
         if self.params["previous"] is not None:
@@ -190,19 +228,43 @@ class ManagedState:
         result["summary"] = summarize(result["drifted"])
         return result
 
+    def prune(self):
+        state, manifest, _reason = load_manifest(self.path)
+        plan = prune_plan(manifest, self.params["previous"]) if state == MANIFEST_OK else []
+        if not self.module.check_mode:
+            for path, why in plan:
+                try:
+                    if os.path.isdir(path) and not os.path.islink(path):
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as err:
+                    raise TopotuneError("managed_state: cannot remove %s (%s): %s" % (path, why, err.strerror)) from None
+        return {
+            "changed": bool(plan),
+            "removed": [{"path": path, "why": why} for path, why in plan],
+            "diff": [{"before_header": path, "after_header": path + " (removed)", "before": why + "\n", "after": ""}
+                     for path, why in plan],
+        }
+
     def run(self):
         if self.params["state"] == "recorded":
             return self.record()
+        if self.params["state"] == "pruned":
+            return self.prune()
         return self.verify()
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "default": "verified", "choices": ["recorded", "verified"]},
+            "state": {"type": "str", "default": "verified", "choices": ["recorded", "verified", "pruned"]},
             "path": {"type": "path", "default": "/etc/topotune/manifest.json"},
             "entries": {"type": "list", "elements": "dict", "default": []},
             "keep_other_owners": {"type": "bool", "default": True},
+            "owned_root": {"type": "path"},
             "previous": {"type": "list", "elements": "dict"},
         },
         supports_check_mode=True,

@@ -126,9 +126,34 @@ def test_validate_command_failure_keeps_the_old_file(tmp_path, capsys):
     code, result = run(capsys, path=str(path), validate="/bin/false %s")
     assert code == 1 and "validation" in result["msg"]
     assert json.loads(path.read_text()) == UNRELATED
-    assert [p for p in os.listdir(tmp_path) if p.startswith(".daemon.json.")] == []
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".topotune-") or p.startswith(".daemon.json.")] == []
 
 
 def test_validate_needs_placeholder(tmp_path, capsys):
     code, result = run(capsys, path=str(tmp_path / "daemon.json"), validate="/bin/true")
     assert code == 1 and "%s" in result["msg"]
+
+
+def test_backup_is_a_byte_copy_and_a_killed_runs_temp_file_is_removed(tmp_path, capsys):
+    from ansible_collections.topotune.instinct.plugins.module_utils.files import RUN_STARTED
+
+    path = tmp_path / "daemon.json"
+    original = b'{"log-driver": "journald"}\r\n'
+    path.write_bytes(original)
+    os.chmod(path, 0o640)
+    leftover = tmp_path / ".topotune-daemon.json.k2j3h4l5.tmp"
+    leftover.write_text('{"log-dri')
+    os.utime(leftover, (RUN_STARTED - 60, RUN_STARTED - 60))
+    code, result = run(capsys, path=str(path))
+    assert code == 0 and result["changed"]
+    with open(result["backup_file"], "rb") as handle:
+        assert handle.read() == original
+    assert os.stat(result["backup_file"]).st_mode & 0o777 == 0o640
+    assert sorted(os.listdir(tmp_path)) == sorted(["daemon.json", os.path.basename(result["backup_file"])])
+
+
+def test_a_rejected_file_makes_no_backup(tmp_path, capsys):
+    path = tmp_path / "daemon.json"
+    write(path, UNRELATED)
+    code, result = run(capsys, path=str(path), validate="/bin/false %s")
+    assert code == 1 and "was not changed" in result["msg"] and os.listdir(tmp_path) == ["daemon.json"]

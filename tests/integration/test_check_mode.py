@@ -1,0 +1,268 @@
+"""Check mode is exact: on fresh simulated nodes of every profile in sim/profiles, `site.yml --check` reports
+`changed` for exactly the (host, task) pairs a real run then changes, and a second real run changes nothing.
+
+One cluster holds a node of every profile. Three runs of playbooks/site.yml against it: --check, real, real. A
+callback of this test's own records every task result per host (play, task name, check_mode, changed, failed,
+skipped). Compared by host and task name, never by counts:
+
+- check run vs first real run: the node-side tasks reported changed, and the tasks that failed (a real run also
+  enforces the platform checks, which check mode only reports: the "would fail" message must name the same hosts);
+- second real run: nothing changed, node-side or controller-side, and the same failures as the first;
+- controller-side report writes (`report_files` tasks with `check_mode: false`) run for real in check mode too:
+  they are listed apart, and no other kind of task may run for real in a check run (docs/drift.md, "Check mode").
+
+Some nodes get non-default role variables (VARIANTS) so that every writing module and task of the roles runs: C2
+disabling (cpuidle writes, a second unit), daemon.json merging into a file holding a user's key, a user added to the
+device groups, several flag files, L3 launch binding.
+"""
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+PREFIX = "tt-check"
+PROFILES = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "sim", "profiles")) if f.endswith(".yml"))
+
+# What a real site.yml run does on a fresh node of each profile: None = completes; else the task it fails at and
+# what the failure message must say. Check mode never enforces the platform checks (playbooks/site.yml runs them
+# last so they verify the tuned node); it reports what would fail instead.
+ENFORCE = "topotune.instinct.platform_checks : Fail on check results at or above platform_checks_fail_on"
+WOULD_FAIL = "topotune.instinct.platform_checks : Say what would fail outside check mode"
+EXPECTED = {
+    "cpu16": None,
+    "cpu256": None,
+    "fault-missing-gpu": (ENFORCE, "gpu_count"),
+    "fault-numa-minus1": (ENFORCE, "numa"),
+    "fault-truncated-kfd": (ENFORCE, "kfd"),
+    "fault-x8-gen3": (ENFORCE, "pcie_link"),
+    "mi210-8gpu-2hive": None,
+    "mi250x-8gcd": None,
+    "mi300x-8gpu-2cpu": None,
+    "mi300x-8gpu-cpx": None,
+    "mi300x-8gpu-cpx64": None,
+    "mi300x-8gpu-spx": None,
+    "mi308x-cpx": None,
+}
+
+# Non-default role variables per profile, so every writing task of the roles runs somewhere.
+VARIANTS = {
+    "mi250x-8gcd": {
+        "kernel_tuning_c2_disable": True,
+        "container_runtime_daemon_json_manage": True,
+        "container_runtime_users": ["root"],
+        "container_runtime_group_size": 2,
+    },
+    "mi300x-8gpu-2cpu": {"launch_templates_cpu_binding": "l3", "cpu_governor_cpus": "0"},
+}
+# Files a node already holds before the first run (a user's daemon.json key that must survive the merge).
+PRESEED = {
+    "mi250x-8gcd": {"/etc/docker/daemon.json": '{"log-driver": "journald"}\n'},
+}
+
+# Records every task result of a run as JSON rows in $TT_TASK_RESULTS.
+CALLBACK = '''
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "tt_task_results"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, display=None):
+        super().__init__(display=display)
+        self.rows = []
+        self.play = None
+
+    def v2_playbook_on_play_start(self, play):
+        self.play = play.get_name()
+
+    def _row(self, result, status):
+        task, res = result._task, result._result
+        detail = {k: res[k] for k in ("msg", "changed_files", "removed_files", "changed_links", "changed_cpus",
+                                      "changed_paths") if res.get(k)}
+        self.rows.append({
+            "host": result._host.get_name(), "play": self.play, "task": task.get_name(), "action": task.action,
+            "check_mode": bool(task.check_mode), "handler": type(task).__name__ == "Handler", "status": status,
+            "changed": bool(res.get("changed")), "detail": json.dumps(detail, default=str)[:600],
+        })
+
+    def v2_runner_on_ok(self, result):
+        self._row(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._row(result, "ignored" if ignore_errors else "failed")
+
+    def v2_runner_on_skipped(self, result):
+        self._row(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result):
+        self._row(result, "unreachable")
+
+    def v2_playbook_on_stats(self, stats):
+        with open(os.environ["TT_TASK_RESULTS"], "w", encoding="utf-8") as handle:
+            json.dump(self.rows, handle)
+'''
+
+
+def _host(profile):
+    return "%s-%02d-%s" % (PREFIX, PROFILES.index(profile) + 1, profile)
+
+
+def _profile(host):
+    return host.split("-", 3)[3]
+
+
+def _cluster(*args):
+    subprocess.run([sys.executable, os.path.join(REPO, "sim", "cluster.py"), *args], check=True, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The task results of `site.yml --check`, then two real runs, on fresh nodes of every profile."""
+    assert set(EXPECTED) == set(PROFILES), "state the expected outcome of every profile in EXPECTED"
+    work = tmp_path_factory.mktemp("check")
+    inventory = work / "hosts.yml"
+    (work / "group_vars").mkdir()
+    (work / "host_vars").mkdir()
+    (work / "callbacks").mkdir()
+    (work / "callbacks" / "tt_task_results.py").write_text(CALLBACK)
+    with open(os.path.join(REPO, "inventory", "sim", "group_vars", "all.yml")) as handle:
+        settings = handle.read()
+    (work / "group_vars" / "all.yml").write_text(settings + "\ntopotune_report_dir: %s\n" % (work / "out"))
+    for profile, values in VARIANTS.items():
+        (work / "host_vars" / (_host(profile) + ".yml")).write_text(json.dumps(values) + "\n")
+    started = time.monotonic()
+    _cluster("up", "--prefix", PREFIX, "--profiles", ",".join(PROFILES), "--inventory", str(inventory))
+    try:
+        for profile, files in PRESEED.items():
+            for path, text in files.items():
+                subprocess.run(["docker", "exec", "-i", _host(profile), "sh", "-c",
+                                "mkdir -p %s && cat > %s" % (os.path.dirname(path), path)],
+                               input=text, check=True, capture_output=True, text=True)
+        results = {}
+        for name, extra in (("check", ["--check"]), ("real", []), ("again", [])):
+            results[name] = _site(work, inventory, name, extra)
+        results["seconds"] = time.monotonic() - started
+        yield results
+    finally:
+        _cluster("down", "--prefix", PREFIX)
+
+
+def _site(work, inventory, name, extra):
+    out = work / ("%s.json" % name)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_PLUGINS=str(work / "callbacks"), ANSIBLE_CALLBACKS_ENABLED="tt_task_results",
+               TT_TASK_RESULTS=str(out))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), *extra,
+                           os.path.join(REPO, "playbooks", "site.yml")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    (work / ("%s.log" % name)).write_text(proc.stdout + proc.stderr)
+    assert out.exists(), "%s run wrote no results (rc=%d): %s" % (name, proc.returncode, (proc.stdout + proc.stderr)[-3000:])
+    return {"rc": proc.returncode, "rows": json.loads(out.read_text()), "log": proc.stdout[-3000:]}
+
+
+def _label(row):
+    return "%s | %s%s" % (row["play"], "handler " if row["handler"] else "", row["task"])
+
+
+def _pairs(rows, status=None, changed=None, exclude=()):
+    """Counter of (host, task label) over the rows matching status / changed, leaving out the labels in exclude."""
+    return collections.Counter(
+        (row["host"], _label(row)) for row in rows
+        if (status is None or row["status"] == status) and (changed is None or row["changed"] == changed)
+        and _label(row) not in exclude)
+
+
+def _show(counter, rows):
+    details = {(row["host"], _label(row)): row["detail"] for row in rows}
+    return "\n".join("  %s  %s  %s" % (host, label, details.get((host, label), "")) for host, label in sorted(counter))
+
+
+def _controller(runs):
+    """Labels of the tasks that run for real in a check run."""
+    return {_label(row) for row in runs["check"]["rows"] if not row["check_mode"]}
+
+
+def test_check_mode_changes_what_a_real_run_changes(runs):
+    check, real = runs["check"]["rows"], runs["real"]["rows"]
+    controller = _controller(runs)
+    predicted = _pairs(check, changed=True, exclude=controller)
+    applied = _pairs(real, changed=True, exclude=controller)
+    assert predicted == applied, "check mode said changed, a real run did not:\n%s\nreal run changed, check mode did not:\n%s" % (
+        _show(predicted - applied, check), _show(applied - predicted, real))
+    # not vacuous: every fresh node has work, in every tuning role
+    for host in {row["host"] for row in check}:
+        roles = {label.split(" : ")[0].split(" | ")[-1] for h, label in predicted if h == host}
+        assert {"topotune.instinct.kernel_tuning", "topotune.instinct.rocm_env", "topotune.instinct.container_runtime",
+                "topotune.instinct.launch_templates"} <= roles, (host, sorted(roles))
+
+
+def test_check_mode_fails_where_a_real_run_fails(runs):
+    check, real = runs["check"]["rows"], runs["real"]["rows"]
+    failed_check = _pairs(check, status="failed")
+    failed_real = _pairs(real, status="failed")
+    assert failed_check == failed_real - _pairs(real, status="failed", exclude={_label(r) for r in real if r["task"] != ENFORCE}), (
+        "failures differ:\ncheck run:\n%s\nreal run:\n%s" % (_show(failed_check, check), _show(failed_real, real)))
+    # the enforcement a real run does is what check mode announces, host by host
+    announced = {row["host"] for row in check if row["task"] == WOULD_FAIL and row["status"] == "ok"}
+    enforced = {row["host"] for row in real if row["task"] == ENFORCE and row["status"] == "failed"}
+    assert announced == enforced
+    assert {row["host"] for row in check} == {_host(p) for p in PROFILES}, "every node ran the check run"
+
+
+def test_real_run_outcome_per_profile(runs):
+    for name in ("real", "again"):
+        rows = runs[name]["rows"]
+        for profile, expected in EXPECTED.items():
+            host = _host(profile)
+            failed = [row for row in rows if row["host"] == host and row["status"] in ("failed", "unreachable")]
+            if expected is None:
+                assert not failed, (name, host, failed)
+            else:
+                task, words = expected
+                assert [row["task"] for row in failed] == [task], (name, host, failed)
+                assert words in failed[0]["detail"], (name, host, failed[0]["detail"])
+        assert runs[name]["rc"] == (2 if any(EXPECTED.values()) else 0), runs[name]["log"]
+
+
+def test_second_real_run_changes_nothing(runs):
+    again = runs["again"]["rows"]
+    changed = _pairs(again, changed=True)
+    assert not changed, "changed on the second run:\n%s" % _show(changed, again)
+    assert _pairs(again, status="failed") == _pairs(runs["real"]["rows"], status="failed")
+
+
+def test_only_controller_reports_run_for_real_in_check_mode(runs):
+    check = runs["check"]["rows"]
+    real_in_check = {(row["action"], _label(row)) for row in check if not row["check_mode"]}
+    # the report writes and the summary's message; nothing that reaches a node
+    assert {action for action, _label in real_in_check} <= {"topotune.instinct.report_files", "ansible.builtin.debug"}, real_in_check
+    assert len([1 for action, _label in real_in_check if action == "topotune.instinct.report_files"]) >= 4, real_in_check
+
+
+def test_result_table(runs, capsys):
+    """Per profile: tasks changed by check mode / by the real run / by the second run, and the outcome."""
+    controller = _controller(runs)
+    lines = ["%-22s %6s %6s %6s  %s" % ("profile", "check", "real", "again", "real-run outcome")]
+    for profile in PROFILES:
+        host = _host(profile)
+        counts = [sum(1 for h, _label in _pairs(runs[name]["rows"], changed=True, exclude=controller if name != "again" else ())
+                      if h == host) for name in ("check", "real", "again")]
+        expected = EXPECTED[profile]
+        outcome = "completes" if expected is None else "fails (%s): %s" % (expected[1], expected[0].split(" : ")[1])
+        lines.append("%-22s %6d %6d %6d  %s" % (profile, *counts, outcome))
+    lines.append("three runs on %d nodes, cluster up and down: %.0f s" % (len(PROFILES), runs["seconds"]))
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
