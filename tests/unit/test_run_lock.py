@@ -199,7 +199,7 @@ def test_module_acquires_and_releases_with_warnings(tmp_path, capsys):
                     min_free_kib=0, controller_time="2000-01-01T00:00:00Z")
     try:
         assert code == 0 and got["acquired"] and got["clock_skew"] > 20 * 365 * 86400 and got["problems"] == []
-        assert "ahead of the controller's" in json.dumps(got["warnings"])
+        assert "ahead of the controller's" in json.dumps(got["notes"])
         code, other = run(capsys, path=path, timeout=0, writable=writable, min_free_kib=0)
         assert code == 1 and "holds the run lock" in other["msg"] and got["run_id"] in other["msg"]
     finally:
