@@ -26,7 +26,7 @@ options:
     type: raw
     required: true
   lines:
-    description: Return the flat list C(["<host>: <note>"]) instead of the mapping.
+    description: Return a flat list of lines, each the host name, a colon and the note, instead of the mapping.
     type: bool
     default: false
 """

@@ -336,7 +336,7 @@ class RunLock:
                 write_record(self.path, released)
                 stop_holder(record)
                 # the holder exits at once on SIGTERM; 10 s is for a loaded node
-                for _ in range(100):
+                for _attempt in range(100):
                     if try_lock(fd):
                         break
                     current = read_record(self.path)

@@ -13,21 +13,21 @@ description:
     call does not name keep their previous entries unless O(keep_other_owners=false). The manifest holds no
     timestamp, so recording an unchanged node reports C(changed=false).
   - O(state=recorded) also records, per owner, the directories of its files below O(owned_root) (not O(owned_root)
-    itself): they are topotune's alone, and verification reports any other entry in them as C(stale).
+    itself); they are topotune's alone, and verification reports any other entry in them as C(stale).
   - O(state=verified) reads the manifest and checks every entry in one pass (globs expanded here, unit enablement
     read from the unit files on disk with the rules of C(systemctl is-enabled), groups from C(/etc/group) and
-    C(/etc/passwd)); it changes nothing and returns RV(drifted). Files are compared as entries (C(lstat)): a managed
+    C(/etc/passwd)); it changes nothing and returns RV(drifted). Files are compared as entries (C(lstat)); a managed
     file replaced by a symlink or a directory is drift.
-  - Unit enablement is not asked of the running manager: C(systemctl show) answers from its cache, which keeps
+  - Unit enablement is not asked of the running manager; C(systemctl show) answers from its cache, which keeps
     saying C(enabled) after a C(multi-user.target.wants) link was removed by hand until a C(daemon-reload). One
     C(systemctl show) call is made only for units whose C(active) flag is watched.
   - Values (sysfs/procfs) are read under each owner's C(sysroot); C(json_keys) compare only the owned keys, so keys
     a user added to a shared file never count as drift.
-  - A manifest that is missing or cannot be read (truncated, not JSON, not a manifest) does not fail the task:
+  - A manifest that is missing or cannot be read (truncated, not JSON, not a manifest) does not fail the task;
     RV(manifest_state) says C(missing) or C(unreadable), RV(drifted) holds one item of kind C(manifest), nothing else is
     verified, and a warning names the remedy (run C(playbooks/site.yml), or C(playbooks/drift.yml) with
     C(topotune_correct=true)).
-  - O(state=pruned), run by a drift correction before the roles, removes what the roles cannot fix themselves: the
+  - O(state=pruned), run by a drift correction before the roles, removes what the roles cannot fix themselves, the
     C(stale) entries of O(previous) that are still stale, and a directory standing where a managed file of an owner
     named in O(previous) belongs. It never removes anything the manifest does not place in topotune's
     directories or files.
@@ -58,7 +58,7 @@ options:
     default: true
   owned_root:
     description:
-      - With O(state=recorded), the directories of managed files below this one (not itself: it holds the manifest)
+      - With O(state=recorded), the directories of managed files below this one (not itself, it holds the manifest)
         are recorded as topotune's alone and watched for stale entries. Default the manifest's directory.
     type: path
   previous:

@@ -61,7 +61,7 @@ def test_preflight_finds_immutable_and_append_only_files_of_the_manifest(tmp_pat
         "broken": "not a mapping"}}))
     assert nf.manifest_files(str(manifest)) == sorted([str(frozen), str(appended), str(fine)])
     flags = {str(frozen): nf.FS_IMMUTABLE_FL, str(appended): nf.FS_APPEND_FL, str(fine): 0}
-    problems = nf.preflight([str(tmp_path)], 0, manifest=str(manifest), flags=lambda p: flags.get(p))
+    problems = nf.preflight([str(tmp_path)], 0, manifest=str(manifest), flags=flags.get)
     assert problems == [
         "%s is append-only (chattr +a): topotune can neither update nor correct it; run chattr -a %s and rerun" % (appended, appended),
         "%s is immutable (chattr +i): topotune can neither update nor correct it; run chattr -i %s and rerun" % (frozen, frozen),
@@ -94,8 +94,8 @@ def test_explain_failure_lines():
         "no Python on the node: /usr/bin/python3 was not found")
     assert nf.explain_failure(UNREACHABLE).startswith("unreachable (Task failed: Failed to connect")
     erofs = {"failed": True, "msg": "managed_files: cannot write /etc/x: [Errno 30] Read-only file system\nmore"}
-    assert nf.explain_failure(erofs) == ("managed_files: cannot write /etc/x: [Errno 30] Read-only file system; "
-                                        "remount that filesystem read-write and rerun")
+    assert nf.explain_failure(erofs) == (
+        "managed_files: cannot write /etc/x: [Errno 30] Read-only file system; remount that filesystem read-write and rerun")
     full = {"failed": True, "msg": "One or more items failed", "results": [
         {"failed": False}, {"failed": True, "msg": "[Errno 28] No space left on device: '/etc/topotune/x'"}]}
     assert nf.explain_failure(full).endswith("No space left on device: '/etc/topotune/x'; free space on that filesystem and rerun")

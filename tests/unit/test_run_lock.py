@@ -32,7 +32,7 @@ def lock(tmp_path):
 
 
 def wait_gone(pid, seconds=5.0):
-    for _ in range(int(seconds / 0.05)):
+    for _attempt in range(int(seconds / 0.05)):
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
