@@ -236,9 +236,13 @@ def test_two_runs_on_one_node_are_serialized_by_its_run_lock(cluster):
     assert "for run %s (playbooks/site.yml" % holder["run_id"] in waited
     note = summary(cluster, out=work / "out-b")["notes"][node]
     assert note[0].startswith("waited ") and holder["run_id"] in note[0]
+    # The second run found the first one's record released when it took the lock (else it says it "took over" a
+    # lock that ended without release); the watcher, polling through docker exec, may miss the short released state.
+    assert not [n for n in note if "took over" in n], note
     second_id = [run_id for run_id, _released in seen if run_id != holder["run_id"]]
     assert second_id, seen
-    assert seen.index((second_id[0], False)) > seen.index((holder["run_id"], True)), seen
+    if (holder["run_id"], True) in seen:
+        assert seen.index((second_id[0], False)) > seen.index((holder["run_id"], True)), seen
     assert seen[-1] == (second_id[0], True), seen
     # both end consistent: nothing drifted on the node, nor on the clock node after its second bring-up
     text = finish(playbook(cluster, "drift.yml", "--limit", "%s,%s" % (node, NODE["clock"]), out=work / "out-c"))
