@@ -370,11 +370,13 @@ def _check_gpu_numa(facts):
                    "numa_node >= 0 for every GPU", source="Linux PCI sysfs ABI (numa_node)")
 
 
-def _check_cmdline(facts, gen, pending=()):
-    params = list(((gen or {}).get("kernel_params") or {}).get("required") or ["iommu=pt", "pci=realloc=off", "pci=bfsort"])
+def _check_cmdline(facts, gen, pending=(), common=None):
+    # the generation's parameters, else (generation unknown) those common to every Instinct GPU: both from knowledge
+    kernel_params = (gen or {}).get("kernel_params") or common or {}
+    params = list(kernel_params.get("required") or [])
     if facts.get("cpu_vendor") == "GenuineIntel" and "intel_iommu=on" not in params:
         params.append("intel_iommu=on")
-    source = ((gen or {}).get("kernel_params") or {}).get("source") or "system-acceptance-docs kernel-parameters.md"
+    source = kernel_params.get("source") or "system-acceptance-docs kernel-parameters.md"
     names = {"iommu=pt": ("iommu_pt", "test_check_iommu_pt"), "pci=realloc=off": ("pci_realloc", "test_check_pci_realloc")}
     tokens = cmdline_params(facts["cmdline"])
     results = []
@@ -578,7 +580,8 @@ def run_checks(facts, knowledge, options=None):
         _check_pcie(facts, gen),
         _check_gpu_numa(facts),
     ]
-    results.extend(_check_cmdline(facts, gen, options.get("pending_cmdline") or ()))
+    results.extend(_check_cmdline(facts, gen, options.get("pending_cmdline") or (),
+                                  ((knowledge or {}).get("tables") or {}).get("kernel_params_common")))
     results.extend([
         _check_iommu(facts, gen, host),
         _check_nps(facts, gen),

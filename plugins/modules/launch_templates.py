@@ -181,7 +181,7 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
-from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import ENV_FILE, render
+from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
 from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 
@@ -248,10 +248,10 @@ def main():
             "wrapper_path": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
             "wrapper_content": {"type": "str"},
             "dev_dir": {"type": "path", "default": "/dev"},
-            "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES",
-                                    "choices": ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none"]},
-            "visible_devices_scope": {"type": "str", "default": "group", "choices": ["group", "rank"]},
-            "cpu_binding": {"type": "str", "default": "numa", "choices": ["numa", "l3", "none"]},
+            # the choices are launch_render's (tests/unit/test_argument_specs.py: the role's argument_specs match)
+            "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES", "choices": list(VISIBLE_ENVS)},
+            "visible_devices_scope": {"type": "str", "default": "group", "choices": list(SCOPES)},
+            "cpu_binding": {"type": "str", "default": "numa", "choices": list(CPU_BINDINGS)},
             "cpu_map": {"type": "dict", "default": {}},
             "reserved_cpus": {"type": "str", "default": ""},
             "membind": {"type": "bool", "default": True},

@@ -1,6 +1,8 @@
 """Every role declares exactly its defaults in meta/argument_specs.yml, with a description and a type."""
 
+import json
 import os
+import re
 
 import pytest
 import yaml
@@ -41,3 +43,106 @@ def test_every_option_is_prefixed_described_and_typed(role):
             assert name.startswith(role + "_"), "%s.%s: option %s is not prefixed with %s_" % (role, entry, name, role)
             assert option.get("description"), "%s.%s: %s has no description" % (role, entry, name)
             assert option.get("type"), "%s.%s: %s has no type" % (role, entry, name)
+
+
+# One way to do each thing (issue 15): meta/argument_specs.yml owns types and choices, knowledge/ owns AMD facts and
+# enums; vars/main.yml and the preflight asserts keep only policy and cross-field rules.
+
+KNOWLEDGE = os.path.join(REPO, "knowledge")
+_TYPE_RECHECKS = {"bool": ("is not boolean", "is boolean"), "dict": ("is not mapping", "is mapping"),
+                  "list": ("is not sequence", "is string or")}
+
+
+def _options(role):
+    return ((_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {}).get("main") or {}).get("options") or {}
+
+
+def _role_text(role):
+    text = []
+    for sub in ("vars", "tasks"):
+        folder = os.path.join(ROLES_DIR, role, sub)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                text.append(handle.read())
+    return "\n".join(text)
+
+
+def _knowledge(name):
+    with open(os.path.join(KNOWLEDGE, name + ".yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
+    internals = _load(role, "vars", "main.yml") or {}
+    text = _role_text(role)
+    for name, option in _options(role).items():
+        if option.get("choices"):
+            copies = [k for k, v in internals.items() if isinstance(v, list) and sorted(map(str, v)) == sorted(map(str, option["choices"]))]
+            assert not copies, "%s: %s repeat the choices of %s (argument_specs owns them)" % (role, copies, name)
+            assert not re.search(r"\b%s\s+(not\s+)?in\b" % name, text), "%s: %s is checked against its choices again" % (role, name)
+        for phrase in _TYPE_RECHECKS.get(option.get("type"), ()):
+            assert "%s %s" % (name, phrase) not in text, "%s: the type of %s (%s) is checked again" % (role, name, option["type"])
+
+
+@pytest.mark.parametrize("option", ["rocm_env.rocm_env_profile", "container_runtime.container_runtime_profile"])
+def test_profile_choices_are_the_knowledge_profiles(option):
+    role, name = option.split(".")
+    assert _options(role)[name]["choices"] == list(_knowledge("env_profiles")["profiles"])
+
+
+def test_launch_templates_choices_are_launch_render_constants():
+    from ansible_collections.topotune.instinct.plugins.module_utils import launch_render
+
+    options = _options("launch_templates")
+    for name, constant in (("visible_devices_env", "VISIBLE_ENVS"), ("visible_devices_scope", "SCOPES"),
+                           ("cpu_binding", "CPU_BINDINGS")):
+        assert options["launch_templates_" + name]["choices"] == list(getattr(launch_render, constant)), name
+        with open(os.path.join(REPO, "plugins", "modules", "launch_templates.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        assert '"choices": list(%s)' % constant in source, "the module's %s choices are not launch_render.%s" % (name, constant)
+
+
+def test_refused_capabilities_are_the_knowledge_ones():
+    from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import FORBIDDEN_CAPS
+
+    forbidden = {entry["name"] for entry in _knowledge("container_flags")["forbidden"]} - {"privileged"}
+    assert set(FORBIDDEN_CAPS) == forbidden
+    assert "SYS_RAWIO" not in _role_text("container_runtime"), "container_runtime spells out a refused capability"
+
+
+def test_required_kernel_parameters_come_from_knowledge():
+    from ansible_collections.topotune.instinct.plugins.filter.kernel_params import kernel_params
+
+    generations = _knowledge("gpu_generations")
+    default = _load("kernel_tuning", "defaults", "main.yml")["kernel_tuning_cmdline"]
+    assert isinstance(default, str) and "topotune.instinct.kernel_params" in default
+    assert _options("kernel_tuning")["kernel_tuning_cmdline"]["default"] == default
+    tokens = [["%s=%s" % (e["name"], e["value"]) if "value" in e else e["name"] for e in kernel_params(topology, generations)]
+              for topology in ({}, {"gpus": [{"device_id": "0x74A0"}]}, {"gpus": [{"device_id": "0x74a1"}]})]
+    mi300a = next(g for g in generations["generations"] if g["name"] == "MI300A")
+    assert tokens == [generations["tables"]["kernel_params_common"]["required"], mi300a["kernel_params"]["required"],
+                      generations["tables"]["kernel_params_common"]["required"]]
+    assert {"transparent_hugepage=always", "numa_balancing=disable"} <= set(tokens[1])
+    # nowhere else: role files, the platform checks' fallback
+    with open(os.path.join(REPO, "plugins", "module_utils", "platform_checks.py"), encoding="utf-8") as handle:
+        assert "pci=bfsort" not in handle.read()
+    for role in ROLES:
+        values = [_load(role, "defaults", "main.yml"), [o.get("default") for o in _options(role).values()], _load(role, "vars", "main.yml")]
+        assert "realloc" not in json.dumps(values), "%s spells out a kernel parameter (knowledge owns them)" % role
+
+
+def test_topology_chain_is_the_filters():
+    from ansible_collections.topotune.instinct.plugins.filter.node_topology import node_topology
+
+    given, inventory, discovery = {"gpus": [1]}, {"gpus": [2]}, {"topology": {"gpus": [3]}}
+    assert node_topology(given, inventory, discovery) is given
+    assert node_topology({}, inventory, discovery) is inventory
+    assert node_topology({}, {}, discovery) == {"gpus": [3]}
+    assert node_topology({}, {}, {"skipped": True}) == {}
+    for top in ("roles", "playbooks"):
+        for root, _dirs, files in os.walk(os.path.join(REPO, top)):
+            for name in files:
+                if name.endswith(".yml"):
+                    with open(os.path.join(root, name), encoding="utf-8") as handle:
+                        assert "topotune_discovery.topology if" not in handle.read(), os.path.join(root, name)
