@@ -1,4 +1,5 @@
-"""HTML cluster report (plugins/module_utils/report_html.py, module cluster_report) on the real topology models of
+"""HTML cluster report (plugins/plugin_utils/report_data.py + report_render.py and its jinja2 templates, action
+cluster_report) on the real topology models of
 simulated nodes plus synthetic checks / drift / benchmark JSON."""
 
 import html
@@ -9,23 +10,24 @@ import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from unittest.mock import MagicMock
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from ansible.errors import AnsibleActionFail
 
+from ansible_collections.topotune.instinct.plugins.action.cluster_report import ActionModule
 from ansible_collections.topotune.instinct.plugins.module_utils.advice import advise
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import compare_busbw, parse_perf
-from ansible_collections.topotune.instinct.plugins.module_utils.report_html import (
+from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.topotune.instinct.plugins.plugin_utils.report_render import (
     link_summary,
     load_report_dir,
     render_report,
     summarize,
     topology_svg,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
-from ansible_collections.topotune.instinct.plugins.modules import cluster_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _SPEC = importlib.util.spec_from_file_location("sim_sysroot", os.path.join(REPO, "sim", "sysroot.py"))
@@ -307,39 +309,112 @@ def test_empty_dir_and_determinism(tmp_path, report_dir):
     assert render_report(load_report_dir(report_dir)) == render_report(load_report_dir(report_dir))
 
 
-def _run_module(args, capsys):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        cluster_report.main()
-    return exit_info.value.code, json.loads(capsys.readouterr().out)
+def _action(args, check_mode=False, diff=False):
+    task = MagicMock(args=args, check_mode=check_mode, diff=diff, async_val=0)
+    return ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None).run(task_vars={})
 
 
-def test_module_check_mode_write_and_idempotence(report_dir, capsys):
+def test_action_check_mode_write_and_idempotence(report_dir):
     dest = os.path.join(report_dir, "html", "report.html")
-    code, result = _run_module({"report_dir": report_dir, "dest": dest, "_ansible_check_mode": True}, capsys)
-    assert code == 0 and result["changed"] and result["msg"].startswith("would write") and not os.path.exists(dest)
-    code, result = _run_module({"report_dir": report_dir, "dest": dest}, capsys)
-    assert code == 0 and result["changed"] and os.path.isfile(dest)
+    result = _action({"report_dir": report_dir, "dest": dest}, check_mode=True, diff=True)
+    assert result["changed"] and result["msg"].startswith("would write") and not os.path.exists(dest)
+    assert result["diff"]["before"]["size"] is None and result["diff"]["after"]["size"] == result["size"]
+    result = _action({"report_dir": report_dir, "dest": dest})
+    assert result["changed"] and os.path.isfile(dest) and result["msg"].startswith("wrote %s" % dest)
     assert result["hosts"][0] == HOSTILE and result["counts"]["nodes"] == 5
     assert any("gpu-b02 checks" in line for line in result["unreadable"])
+    assert result["warnings"] == result["unreadable"]
     assert oct(os.stat(dest).st_mode & 0o777) == "0o644"
+    assert not [name for name in os.listdir(os.path.dirname(dest)) if name != "report.html"], "temp file left"
     with open(dest) as handle:
-        assert handle.read().startswith("<!DOCTYPE html>")
-    code, result = _run_module({"report_dir": report_dir, "dest": dest}, capsys)
-    assert code == 0 and not result["changed"]
+        page = handle.read()
+    assert page.startswith("<!DOCTYPE html>") and page == render_report(load_report_dir(report_dir))
+    result = _action({"report_dir": report_dir, "dest": dest})
+    assert not result["changed"] and "is up to date" in result["msg"]
+    # the mode is applied even when the content is unchanged; check mode only says so
+    assert _action({"report_dir": report_dir, "dest": dest, "mode": "0640"}, check_mode=True)["changed"]
+    assert oct(os.stat(dest).st_mode & 0o777) == "0o644"
+    assert _action({"report_dir": report_dir, "dest": dest, "mode": "0640"})["changed"]
+    assert oct(os.stat(dest).st_mode & 0o777) == "0o640"
+    assert not _action({"report_dir": report_dir, "dest": dest, "mode": 0o640})["changed"]
 
 
-def test_module_fails_on_missing_report_dir(tmp_path, capsys):
-    code, result = _run_module({"report_dir": str(tmp_path / "none")}, capsys)
-    assert code == 1 and result["failed"] and "run playbooks/topology.yml first" in result["msg"]
+@pytest.mark.parametrize("args, message", [
+    ({"report_dir": "/nonexistent/topotune"}, "run playbooks/topology.yml first"),
+    ({"dest": "{dir}"}, "is a directory"),
+    ({"mode": "u=rw"}, "not an octal file mode"),
+])
+def test_action_refuses_bad_arguments(tmp_path, args, message):
+    args = {key: value.format(dir=str(tmp_path)) for key, value in args.items()}
+    with pytest.raises(AnsibleActionFail, match=message):
+        _action(dict({"report_dir": str(tmp_path)}, **args))
 
 
 def test_cli_report_subcommand(report_dir, tmp_path):
     output = str(tmp_path / "cli.html")
-    proc = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "report", report_dir,
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "bin", "topotune"), "report", report_dir,
                            "--output", output], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     with open(output) as handle:
         assert handle.read() == render_report(load_report_dir(report_dir))
-    proc = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "report",
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "bin", "topotune"), "report",
                            str(tmp_path / "none")], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "is not a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_report_without_jinja2_says_so(report_dir, tmp_path):
+    # python3 -S: no site-packages, so no jinja2 (as on a login node's bare python3)
+    proc = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "report", report_dir,
+                           "--output", str(tmp_path / "x.html")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and not os.path.exists(str(tmp_path / "x.html"))
+    assert proc.stderr.strip() == "topotune report needs jinja2 (pip install jinja2, or use the project venv)"
+
+
+def test_cli_imports_no_jinja2_at_start_up():
+    """Every other subcommand runs on a bare python3: loading the CLI (and running one) must not import jinja2."""
+    code = ("import importlib.machinery, importlib.util, sys\n"
+            "loader = importlib.machinery.SourceFileLoader('topotune_cli', sys.argv[1])\n"
+            "module = importlib.util.module_from_spec(importlib.util.spec_from_loader('topotune_cli', loader))\n"
+            "loader.exec_module(module)\n"
+            "module.main(['rccl', sys.argv[2]])\n"
+            "assert 'jinja2' not in sys.modules and 'markupsafe' not in sys.modules, 'jinja2 imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "bin", "topotune"), MI300X_RUN],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_hostile_host_name_is_escaped_everywhere(models, tmp_path):
+    """A node name with markup, in every section and in the overview, is text wherever it appears."""
+    base = str(tmp_path / "out")
+    host = '<script>alert("x")</script>\'"&'
+    _write(os.path.join(base, "topology", host + ".json"), models["mi250x-8gcd"])
+    _write(os.path.join(base, "launch", host + ".json"), render(models["mi250x-8gcd"], {})["plan"])
+    _write(os.path.join(base, "checks", host + ".json"), dict(CHECKS, host=host))
+    _write(os.path.join(base, "drift", host + ".json"), dict(DRIFT, host=host))
+    _write(os.path.join(base, "benchmark", host + ".json"), _benchmark(host, models["mi250x-8gcd"]))
+    _write(os.path.join(base, "run", "summary.json"), {"failed_hosts": [host], "unreachable_hosts": [host + "2"],
+                                                       "playbook": "<b>site.yml</b>", "finished": "<i>now</i>"})
+    page = render_report(load_report_dir(base), title="<title>t</title>")
+    assert "<script" not in page.lower() and "<b>site" not in page and "<i>" not in page and "<title>t<" not in page
+    assert page.count("&lt;script&gt;alert(") == page.count("alert(") >= 4  # every occurrence is escaped
+    assert "&lt;b&gt;site.yml&lt;/b&gt;" in page and "&lt;title&gt;t&lt;/title&gt;" in page
+    # the report parses as XML-ish markup: every tag the templates open is theirs
+    tags = set(re.findall(r"<([a-zA-Z][a-zA-Z0-9]*)", page))
+    assert tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "main", "section",
+                    "table", "tr", "th", "td", "a", "span", "svg", "rect", "g", "path", "text", "line", "code", "b",
+                    "ul", "li", "details", "summary"}, tags
+
+
+def test_templates_and_css_ship_with_the_code():
+    """The page's CSS is report_templates/report.css, verbatim; the environment autoescapes and is strict."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.report_render import TEMPLATES, environment
+
+    with open(os.path.join(TEMPLATES, "report.css")) as handle:
+        css = handle.read()
+    page = render_report(load_report_dir(os.path.join(REPO, "nonexistent")))
+    assert "<style>\n%s</style>" % css in page
+    env = environment()
+    assert env.autoescape("report.html.j2") and env.autoescape("macros.html.j2")
+    for name in ("report.html.j2", "macros.html.j2"):
+        with open(os.path.join(TEMPLATES, name)) as handle:
+            assert "|safe" not in handle.read().replace(" ", "")
