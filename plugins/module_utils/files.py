@@ -18,6 +18,8 @@ import stat
 import tempfile
 import time
 
+from .errors import TopotuneError
+
 TEMP_PREFIX = ".topotune-"
 TEMP_SUFFIX = ".tmp"
 
@@ -60,7 +62,7 @@ def differs(path, content, mode, root_owned):
         return True
 
 
-class ValidationError(Exception):
+class ValidationError(TopotuneError):
     """A staged file was rejected by its validate command; nothing was moved into place."""
 
 

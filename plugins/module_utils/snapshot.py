@@ -16,7 +16,7 @@ import stat
 import tarfile
 import time
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 # Relative to the sysroot. Directories are walked whole (the KFD tree), globs expanded.
 TREES = ("sys/class/kfd/kfd/topology",)
