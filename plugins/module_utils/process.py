@@ -35,6 +35,8 @@ def run(argv, timeout=30, env=None):
     """Run argv; see the module docstring."""
     argv = [str(arg) for arg in argv]
     command = " ".join(argv)
+    if not argv:
+        raise CommandError("an empty command cannot be started", NOT_FOUND)
     environ = dict(os.environ, LC_ALL="C", LANG="C")
     environ.update({str(key): str(value) for key, value in (env or {}).items()})
     try:
@@ -48,6 +50,6 @@ def run(argv, timeout=30, env=None):
         # permission denied, not an executable (ENOEXEC), a directory, ...
         raise CommandError("`%s` cannot be started: %s" % (command, err.strerror or err), NOT_EXECUTABLE) from None
     except (TypeError, ValueError) as err:
-        # an empty argv, a NUL byte in an argument
+        # a NUL byte in an argument
         raise CommandError("`%s` cannot be started: %s" % (command, err), NOT_EXECUTABLE) from None
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
