@@ -28,6 +28,12 @@ import yaml
 
 SIM_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SIM_DIR)
+
+try:  # the collection's class when it is importable (tests, Ansible), so one except catches both
+    from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+except ImportError:  # run as a script: the checkout's module_utils, by path as bin/topotune does
+    sys.path.insert(0, os.path.join(REPO, "plugins"))
+    from module_utils.errors import TopotuneError
 PROFILES_DIR = os.path.join(SIM_DIR, "profiles")
 KFD_FIXTURES = os.path.join(REPO, "tests", "fixtures", "kfd")
 KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
@@ -78,7 +84,7 @@ DEFAULTS = {
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate")
 
 
-class ProfileError(Exception):
+class ProfileError(TopotuneError):
     """A profile is missing, malformed or inconsistent."""
 
 

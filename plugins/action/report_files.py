@@ -5,18 +5,24 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.filter.core import to_nice_json
 
-from ansible_collections.topotune.instinct.plugins.module_utils.files import differs, read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.files import (
+    commit_all,
+    differs,
+    parse_mode,
+    read_text,
+    stage_all,
+)
 
 ARGUMENT_SPEC = {
     "directory": {"type": "str", "required": True},
     "documents": {"type": "dict", "required": True},
-    "mode": {"type": "str", "default": "0644"},
+    "mode": {"type": "raw", "default": "0644"},
 }
 
 
@@ -33,19 +39,10 @@ def plan(documents, directory):
     return entries
 
 
-def write(path, text, mode):
-    """Temp file beside path, then rename: a reader sees the old report or the new one."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, 0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".report-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+def write(todo, mode):
+    """Every report staged beside its destination (the shared writer, module_utils/files.py), then each renamed into
+    place: a reader sees a host's old report or its new one, and a killed run leaves no partial file."""
+    commit_all(None, stage_all(None, [(path, text, mode, None) for path, text in todo], root_owned=False))
 
 
 class ActionModule(ActionBase):
@@ -55,17 +52,16 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        mode_text = args["mode"]
-        if not mode_text.isdigit() or set(mode_text) - set("01234567") or int(mode_text, 8) & 0o002:
-            raise AnsibleActionFail("report_files: mode %r must be octal without the world-writable bit, e.g. '0644'" % mode_text)
-        mode = int(mode_text, 8)
+        try:
+            mode = parse_mode(args["mode"], "mode")
+        except TopotuneError as err:
+            raise AnsibleActionFail("report_files: %s" % err) from None
         entries = plan(args["documents"], args["directory"])
         todo = [(path, text) for path, text in entries if differs(path, text, mode, root_owned=False)]
         before = {path: read_text(path) for path, _text in todo} if self._task.diff else {}
         if not self._task.check_mode:
             try:
-                for path, text in todo:
-                    write(path, text, mode)
+                write(todo, mode)
             except OSError as err:
                 raise AnsibleActionFail("report_files: cannot write %s: %s; pick a writable directory" % (
                     getattr(err, "filename", None) or args["directory"], err.strerror or err)) from err

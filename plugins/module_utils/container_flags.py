@@ -14,6 +14,7 @@ import copy
 import re
 
 from .cpulist import format_cpulist, parse
+from .errors import TopotuneError
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:=+@%,-]+$")
@@ -21,7 +22,7 @@ _SHM = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 _CAP = re.compile(r"^[A-Z_]+$")
 
 
-class FlagError(ValueError):
+class FlagError(TopotuneError, ValueError):
     """A requested flag or option is refused; the message names the option, the reason and the fix."""
 
 

@@ -22,7 +22,8 @@ import os
 import re
 
 from .cpulist import format_cpulist, parse
-from .sysroot import TopotuneError, join, list_dir, read_text
+from .errors import TopotuneError
+from .sysroot import join, list_dir, read_text
 
 CPU_BASE = "sys/devices/system/cpu"
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")

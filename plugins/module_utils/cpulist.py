@@ -13,7 +13,7 @@ Public API (standard library only):
     ``format_cpulist(parse(text))``.
 """
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 
 class CpulistError(TopotuneError, ValueError):

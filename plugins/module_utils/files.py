@@ -1,7 +1,11 @@
 # Copyright: topotune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one atomic, compare-first file writer of the modules that write files: temp file, mode, owner, validation,
-rename, and the clean-up of what an interrupted run left.
+"""The one atomic, compare-first file writer of topotune: temp file, mode, owner, validation, rename, and the clean-up
+of what an interrupted run left; and parse_mode(), the one check of a mode option.
+
+Modules pass their AnsibleModule (validate commands run through it, SELinux contexts are kept); controller-side
+code (action plugins, bin/topotune, sim/) passes ``module=None``: no SELinux step, validate commands run through
+process.run().
 
 A file is written to a temp file beside it, with its final mode and owner and its data on disk, then renamed over
 it: readers, and a run killed at any point, see the old or the new file, never part of one (nor the new content
@@ -14,9 +18,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import shlex
 import stat
 import tempfile
 import time
+
+from .errors import TopotuneError
+from .process import CommandError, run
 
 TEMP_PREFIX = ".topotune-"
 TEMP_SUFFIX = ".tmp"
@@ -24,6 +32,40 @@ TEMP_SUFFIX = ".tmp"
 # When this run started (module_utils are imported when the module process starts): temp files modified before it
 # cannot be being created by a writer that started after us (see remove_stale_temps).
 RUN_STARTED = time.time()
+
+
+def parse_mode(value, name="mode", special_bits=True):
+    """The permission bits a mode option asks for, as an int; raises TopotuneError naming ``name`` (the option, e.g.
+    ``mode`` or ``/etc/x.env: mode``), the value and the fix.
+
+    Accepted: octal digits as a string (``"0644"``, ``"644"``), or an int as Ansible passes an unquoted YAML
+    ``0644`` to a ``raw`` option (420, i.e. 0o644). Refused: anything else (``"0888"``, ``"rw-r--r--"``,
+    ``"u+x"``, a bool, a float, None), more than 0o7777, the set-id and sticky bits unless ``special_bits``,
+    and the world-writable bit (files topotune writes are never world-writable)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        mode, shown = value, "%r (0o%o)" % (value, value) if value >= 0 else repr(value)
+    elif isinstance(value, str):
+        bad = sorted(set(value) - set("01234567"))
+        if not value or bad:
+            why = ""
+            if bad:
+                why = ": %s %s" % (", ".join(repr(c) for c in bad), "is not an octal digit" if len(bad) == 1 else
+                                   "are not octal digits")
+            raise TopotuneError("%s %r must be octal permission bits as a quoted string, e.g. '0644'%s" % (
+                name, value, why))
+        mode, shown = int(value, 8), repr(value)
+    else:
+        raise TopotuneError("%s %r must be octal permission bits as a quoted string, e.g. '0644', not a %s" % (
+            name, value, type(value).__name__))
+    limit = 0o7777 if special_bits else 0o777
+    if not 0 <= mode <= limit:
+        raise TopotuneError("%s %s must be octal permission bits up to %04o, e.g. '0644'%s" % (
+            name, shown, limit, "" if special_bits or not 0 <= mode <= 0o7777 else
+            " (no setuid, setgid or sticky bit on this file)"))
+    if mode & 0o002:
+        raise TopotuneError("%s %s is world-writable: topotune never writes a file anyone can change; use %r" % (
+            name, shown, "%04o" % (mode & ~0o002)))
+    return mode
 
 
 def read_text(path):
@@ -60,7 +102,7 @@ def differs(path, content, mode, root_owned):
         return True
 
 
-class ValidationError(Exception):
+class ValidationError(TopotuneError):
     """A staged file was rejected by its validate command; nothing was moved into place."""
 
 
@@ -170,7 +212,8 @@ def stage(module, path, content, mode, root_owned, validate=None, temp_prefix=No
     """Write content (str or bytes) to a temp file beside path with its final mode and owner, on disk, and check it
     with validate (a command holding %s). Returns a Staged for commit(); raises ValidationError (temp removed)
     when the check fails. Parent directories are created 0755. temp_prefix names the temp file
-    (``.topotune-<temp_prefix>.<random>.tmp``; default the destination's name)."""
+    (``.topotune-<temp_prefix>.<random>.tmp``; default the destination's name). module is the AnsibleModule, or None
+    on the controller (see the module docstring)."""
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
@@ -187,7 +230,7 @@ def stage(module, path, content, mode, root_owned, validate=None, temp_prefix=No
         # the data reaches the disk before the rename makes it the file: after a crash, old or new, never empty
         os.fsync(fd)
         if validate:
-            rc, out, err = module.run_command(validate % tmp)
+            rc, out, err = _run_validate(module, validate % tmp)
             if rc != 0:
                 raise ValidationError("%s: validation (%s) failed with rc=%d: %s" % (path, validate, rc, (err or out).strip()))
     except BaseException:
@@ -196,13 +239,22 @@ def stage(module, path, content, mode, root_owned, validate=None, temp_prefix=No
     return staged
 
 
+def _run_validate(module, command):
+    if module is not None:
+        return module.run_command(command)
+    try:
+        return run(shlex.split(command))
+    except CommandError as err:
+        return err.rc, "", str(err)
+
+
 def commit(module, staged):
     """Rename a staged temp file over its destination: one rename(2) in one directory, so readers (and a run killed
     at any point) see the old file or the new one with its mode and owner. Ansible's atomic_move is not used: it
     gives an existing file's mode and owner to the new content, and a new file its umask mode, until the caller
     sets them after the rename (a window a kill can freeze, e.g. a 0600 file readable by all)."""
     try:
-        if module.selinux_enabled():
+        if module is not None and module.selinux_enabled():
             # the context the file has (or its default), as atomic_move gives it, set before the file appears
             exists = os.path.exists(staged.path)
             context = module.selinux_context(staged.path) if exists else module.selinux_default_context(staged.path)

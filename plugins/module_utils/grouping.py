@@ -26,7 +26,7 @@ partition) order: a documented degraded result with a warning.
 
 from itertools import combinations
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 EXACT_LIMIT = 16
 _MISSING_HOPS = 3

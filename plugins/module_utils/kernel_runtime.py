@@ -26,7 +26,8 @@ import os
 import re
 
 from .cpulist import format_cpulist
-from .sysroot import TopotuneError, join, list_dir, read_text
+from .errors import TopotuneError
+from .sysroot import join, list_dir, read_text
 
 _SYSCTL_NAME = re.compile(r"^[A-Za-z0-9_-]+([./][A-Za-z0-9_-]+)*$")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")

@@ -27,9 +27,9 @@ allowed (Slurm step, cgroup cpuset) at run time, so the table holds the node's p
 import re
 
 from .cpulist import CpulistError, format_cpulist, normalize, parse
+from .errors import TopotuneError
 from .grouping import GroupingError, group_gpus
 from .slurm_gres import render_gres
-from .sysroot import TopotuneError
 
 VISIBLE_ENVS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none")
 SCOPES = ("group", "rank")

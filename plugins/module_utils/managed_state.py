@@ -40,7 +40,8 @@ import pwd
 import stat
 
 from .cpulist import parse as parse_cpulist
-from .sysroot import TopotuneError, join
+from .errors import TopotuneError
+from .sysroot import join
 
 MANIFEST_VERSION = 1
 KINDS = ("files", "values", "json_keys", "groups", "units")

@@ -30,7 +30,7 @@ Public API (standard library only, Python 3.8+):
 import math
 import re
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 PER_OP_KEYS = ("time_us", "algbw", "busbw")
 GROUPS = ("out_of_place", "in_place")

@@ -34,7 +34,7 @@ import tempfile
 import time
 import uuid
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 DEFAULT_PATH = "/run/topotune/run.lock"
 # In the holder's command line: a pid is only signalled when its command line holds this and the run id.

@@ -16,7 +16,8 @@ import stat
 import tarfile
 import time
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
+from .files import write_atomic
 
 # Relative to the sysroot. Directories are walked whole (the KFD tree), globs expanded.
 TREES = ("sys/class/kfd/kfd/topology",)
@@ -138,12 +139,14 @@ def collect(sysroot="/"):
 
 
 def write_archive(dest, files, meta, smi=None):
-    """Write ``files`` (+ ``snapshot.json`` and ``smi/*``) as a gzip tar at ``dest`` atomically."""
+    """Write ``files`` (+ ``snapshot.json`` and ``smi/*``) as a gzip tar at ``dest``, mode 0600, through the shared
+    atomic writer (module_utils/files.py). The archive is built in memory: it holds small sysfs and smi text files
+    (each capped at MAX_FILE), gzip-compressed."""
     smi = smi or {}
-    tmp = "%s.tmp.%d" % (dest, os.getpid())
     now = int(time.time())
+    buffer = io.BytesIO()
     try:
-        with tarfile.open(tmp, "w:gz") as tar:
+        with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
             def add(name, data, mode=0o644):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
@@ -174,12 +177,7 @@ def write_archive(dest, files, meta, smi=None):
             for name in sorted(smi):
                 add("smi/" + name, smi[name].encode("utf-8"))
             add("snapshot.json", (json.dumps(meta, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, dest)
+        write_atomic(None, dest, buffer.getvalue(), 0o600, root_owned=False)
     except (OSError, tarfile.TarError) as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise SnapshotError("cannot write the snapshot %s: %s" % (dest, exc)) from exc
     return dest

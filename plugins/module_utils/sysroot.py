@@ -6,8 +6,7 @@ on a real node the sysroot is ``/``, on a simulated node ``/sim``, in tests a ``
 Public API (standard library only, Python 3.8+):
 
 ``TopotuneError``
-    Base class of every error topotune raises on purpose; its message is one line that names what,
-    which and why. Modules turn it into ``fail_json(msg=str(err))``, the CLI into ``exit 2``.
+    Re-exported from ``errors`` (its home) for existing imports.
 ``SysrootError(TopotuneError)``
     A file under the sysroot is missing, unreadable or malformed. ``err.path`` holds the full path.
 ``join(sysroot, path)``
@@ -30,11 +29,12 @@ Public API (standard library only, Python 3.8+):
 
 import os
 
+from .errors import TopotuneError
+
+__all__ = ["RAISE", "SysrootError", "TopotuneError", "join", "list_dir", "numeric_entries", "read_int",
+           "read_properties", "read_text"]
+
 RAISE = object()
-
-
-class TopotuneError(Exception):
-    """An expected failure with a one-line, user-facing message."""
 
 
 class SysrootError(TopotuneError):

@@ -15,15 +15,16 @@ amd_smi_list=None)``
     The model from saved files (``rocm_smi`` may be a list of files, merged); several sources given ->
     the first by precedence is the model, the others are cross-checked.
 ``run_command(argv, timeout=30)``
-    The default runner.
+    The default runner: ``process.run()`` with a tool that cannot be started or hangs returned as its shell
+    code (127, 126, 124) and the reason, so ``auto`` moves on to the next source.
 ``TopologyError``
     Re-exported from ``topology_model``.
 """
 
 import os
-import subprocess
 
 from .cpu_topology import read_cpu_topology
+from .process import CommandError, run
 from .sysroot import SysrootError, read_text
 from .topology_amdsmi import parse_amdsmi
 from .topology_kfd import read_kfd
@@ -37,19 +38,12 @@ __all__ = ["SOURCES", "TopologyError", "attach_cpu_topology", "cross_check_model
 
 
 def run_command(argv, timeout=30):
-    """Run ``argv`` (no shell) with ``LC_ALL=C``; returns ``(rc, stdout, stderr)``."""
-    env = dict(os.environ, LC_ALL="C", LANG="C")
+    """Run ``argv`` (no shell) with ``LC_ALL=C``; returns ``(rc, stdout, stderr)``, never raises."""
     try:
-        proc = subprocess.run(argv, capture_output=True, env=env, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        return 127, "", "%s: command not found" % argv[0]
-    except PermissionError:
-        return 126, "", "%s: permission denied" % argv[0]
-    except subprocess.TimeoutExpired:
+        return run(argv, timeout)
+    except CommandError as err:
         # amd-smi is known to hang when the driver is wedged; never block a play on it
-        return 124, "", "%s timed out after %ss" % (" ".join(argv), timeout)
-    return (proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+        return err.rc, "", str(err)
 
 
 def _tool_output(runner, argv, optional=False):

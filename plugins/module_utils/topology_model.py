@@ -26,7 +26,7 @@ Public API (standard library only):
     Maximal cliques (size >= 2) of an undirected graph, each sorted, list sorted.
 """
 
-from .sysroot import TopotuneError
+from .errors import TopotuneError
 
 SCHEMA = 1
 

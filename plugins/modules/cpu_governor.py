@@ -86,7 +86,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.cpufreq import apply, group, plan, read_state
 from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import format_cpulist
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 
 
 def _diff_text(grouped):

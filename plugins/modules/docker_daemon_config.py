@@ -40,8 +40,11 @@ options:
     type: bool
     default: true
   mode:
-    description: File mode of the written file (never world-writable).
-    type: str
+    description:
+      - File mode of the written file, as octal permission bits in a quoted string such as V("0644") (an unquoted
+        YAML V(0644), an integer, is read as the same mode).
+      - Never world-writable; no setuid, setgid or sticky bit.
+    type: raw
     default: "0644"
   validate:
     description: Command run on the candidate file before it replaces O(path); must contain C(%s).
@@ -87,10 +90,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import merge_owned, remove_owned
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     ValidationError,
     attributes_differ,
     commit_all,
+    parse_mode,
     remove_stale_temps,
     stage_all,
 )
@@ -146,12 +151,12 @@ class DaemonConfig:
         return backup_file
 
     def run(self):
-        mode = self.params["mode"]
-        if not mode.isdigit() or int(mode, 8) & 0o002 or int(mode, 8) > 0o777:
-            self.fail("mode %r must be octal without the world-writable bit, e.g. '0644'" % mode)
+        try:
+            mode = parse_mode(self.params["mode"], "mode", special_bits=False)
+        except TopotuneError as err:
+            self.fail(str(err))
         if self.params["validate"] and "%s" not in self.params["validate"]:
             self.fail("validate must contain %%s (the candidate file), got %r" % self.params["validate"])
-        mode = int(mode, 8)
         root_owned = os.geteuid() == 0
         before_text, current = self.read()
         if self.params["state"] == "present":
@@ -194,7 +199,7 @@ def main():
             "settings": {"type": "dict", "required": True},
             "state": {"type": "str", "default": "present", "choices": ["present", "absent"]},
             "backup": {"type": "bool", "default": True},
-            "mode": {"type": "str", "default": "0644"},
+            "mode": {"type": "raw", "default": "0644"},
             "validate": {"type": "str"},
         },
         supports_check_mode=True,

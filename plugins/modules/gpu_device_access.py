@@ -79,7 +79,8 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError, join
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import join
 
 
 def _name(getter, ident):

@@ -119,6 +119,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.kernel_runtime import (
     BOOTLOADERS,
     KernelRuntimeError,
@@ -130,7 +131,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.kernel_runtime i
     plan_sysctl,
     read_cmdline,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError, read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import read_text
 
 
 class KernelRuntime:

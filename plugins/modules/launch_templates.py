@@ -180,9 +180,9 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 
 class LaunchTemplates:

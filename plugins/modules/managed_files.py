@@ -37,8 +37,11 @@ options:
         description: The whole content of the file. Required unless O(files[].state=absent).
         type: str
       mode:
-        description: Octal permission bits; world-writable modes are refused.
-        type: str
+        description:
+          - Octal permission bits in a quoted string such as V("0755") (an unquoted YAML V(0755), an integer, is read
+            as the same mode).
+          - World-writable modes are refused.
+        type: raw
         default: "0644"
       state:
         description: C(absent) removes the file when it exists.
@@ -158,11 +161,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     ValidationError,
     commit_all,
     diff_entry,
     differs,
+    parse_mode,
     read_text,
     replace_symlink,
     stage_all,
@@ -173,6 +178,7 @@ class ManagedFiles:
     def __init__(self, module):
         self.module = module
         self.root_owned = os.geteuid() == 0
+        self.modes = {}  # path -> the parsed mode of each file to write
 
     def fail(self, msg):
         self.module.fail_json(msg="managed_files: " + msg)
@@ -193,9 +199,10 @@ class ManagedFiles:
                 if kind == "links" and present and not entry["src"]:
                     self.fail("%s: src is required unless state=absent" % path)
                 if kind == "files" and present:
-                    mode = entry["mode"]
-                    if not mode.isdigit() or set(mode) - set("01234567") or int(mode, 8) > 0o7777 or int(mode, 8) & 0o002:
-                        self.fail("%s: mode %r must be octal without the world-writable bit, e.g. '0644'" % (path, mode))
+                    try:
+                        self.modes[path] = parse_mode(entry["mode"], "%s: mode" % path)
+                    except TopotuneError as err:
+                        self.fail(str(err))
                     if entry["validate"] and "%s" not in entry["validate"]:
                         self.fail("%s: validate must contain %%s (the staged file), got %r" % (path, entry["validate"]))
 
@@ -211,7 +218,7 @@ class ManagedFiles:
                     removals.append(path)
                 continue
             wanted.add(path)
-            mode = int(entry["mode"], 8)
+            mode = self.modes[path]
             if differs(path, entry["content"], mode, self.root_owned):
                 writes.append((path, entry["content"], mode, entry["validate"]))
                 diffs.append(diff_entry(path, read_text(path), entry["content"]))
@@ -275,7 +282,7 @@ def main():
             "files": {"type": "list", "elements": "dict", "default": [], "options": {
                 "path": {"type": "path", "required": True},
                 "content": {"type": "str"},
-                "mode": {"type": "str", "default": "0644"},
+                "mode": {"type": "raw", "default": "0644"},
                 "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
                 "validate": {"type": "str"},
             }},

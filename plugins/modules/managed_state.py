@@ -147,6 +147,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import write_atomic
 from ansible_collections.topotune.instinct.plugins.module_utils.managed_state import (
     MANIFEST_OK,
@@ -161,7 +162,6 @@ from ansible_collections.topotune.instinct.plugins.module_utils.managed_state im
     summarize,
     verify_path,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 
 class ManagedState:

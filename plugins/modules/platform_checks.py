@@ -117,13 +117,13 @@ generation:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
     detect_generation,
     gather,
     run_checks,
     summarize,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 
 class PlatformChecks:

@@ -153,17 +153,17 @@ rc:
 """
 
 import os
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.process import TIMED_OUT, CommandError, run
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import (
     RcclParseError,
     compare_busbw,
     parse_perf,
     resolve_generation,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 _BINARY = "all_reduce_perf"
 _INSTALL_HINT = ("build rccl-tests (https://github.com/ROCm/rccl-tests: `make MPI=0`) or set rccl_tests_path "
@@ -193,18 +193,15 @@ class RcclBench:
 
     def _run(self, binary):
         argv = [binary] + [str(a) for a in self.params["arguments"]]
-        env = dict(os.environ, LC_ALL="C")
-        env.update({str(k): str(v) for k, v in (self.params["environment"] or {}).items()})
+        env = {str(k): str(v) for k, v in (self.params["environment"] or {}).items()}
         try:
             # AnsibleModule.run_command has no timeout; a hung collective must not block the play forever
-            proc = subprocess.run(argv, capture_output=True, env=env, timeout=self.params["timeout"], check=False,
-                                  stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise TopotuneError("`%s` timed out after %ss: raise timeout or shrink the sweep (-e)"
-                                % (" ".join(argv), self.params["timeout"])) from None
-        except OSError as err:
-            raise TopotuneError("`%s` cannot be started: %s" % (" ".join(argv), err.strerror)) from None
-        return argv, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+            rc, out, err = run(argv, timeout=self.params["timeout"], env=env)
+        except CommandError as exc:
+            if exc.rc == TIMED_OUT:
+                raise TopotuneError("%s: raise timeout or shrink the sweep (-e)" % exc) from None
+            raise
+        return argv, rc, out, err
 
     def _failed_run(self, argv, rc, text, err):
         """A non-zero exit: the tool's own failure line in the message, the parsed table (if any) alongside."""

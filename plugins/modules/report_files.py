@@ -29,8 +29,11 @@ options:
     type: dict
     required: true
   mode:
-    description: Octal permission bits of the files; world-writable modes are refused.
-    type: str
+    description:
+      - Octal permission bits of the files in a quoted string such as V("0644") (an unquoted YAML V(0644), an
+        integer, is read as the same mode).
+      - World-writable modes are refused.
+    type: raw
     default: "0644"
 extends_documentation_fragment:
   - topotune.instinct.attributes

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils import cpufreq
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.modules.cpu_governor import CpuGovernor
 
 AVAILABLE = "conservative ondemand userspace powersave performance schedutil"

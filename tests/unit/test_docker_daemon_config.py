@@ -114,10 +114,20 @@ def test_wrong_mode_is_corrected_and_reported(tmp_path, capsys):
     assert result["changed"] is True and oct(os.stat(path).st_mode & 0o777) == "0o644"
 
 
-@pytest.mark.parametrize("mode", ["0666", "0777", "rw", "1777"])
+@pytest.mark.parametrize("mode", ["0666", "0777", "rw", "1777", "0888", "04644", True])
 def test_world_writable_or_bad_modes_are_refused(tmp_path, capsys, mode):
+    # "0888" used to pass the check and end in an uncaught ValueError (a traceback)
     code, result = run(capsys, path=str(tmp_path / "daemon.json"), mode=mode)
-    assert code == 1 and "mode" in result["msg"]
+    msg = result["msg"]
+    assert code == 1 and msg.startswith("docker_daemon_config: mode ") and ("e.g. '0644'" in msg or "; use '0" in msg)
+    assert not (tmp_path / "daemon.json").exists()
+
+
+@pytest.mark.parametrize("mode", ["0640", 0o640])  # quoted, and an unquoted YAML 0640 (the int 416)
+def test_mode_as_a_string_or_as_the_int_of_unquoted_yaml(tmp_path, capsys, mode):
+    path = tmp_path / "daemon.json"
+    code, result = run(capsys, path=str(path), mode=mode)
+    assert code == 0 and os.stat(path).st_mode & 0o777 == 0o640
 
 
 def test_validate_command_failure_keeps_the_old_file(tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.module_utils import files
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 
 ROOT_OWNED = os.geteuid() == 0
 
@@ -136,3 +137,72 @@ def test_differs_compares_bytes_exactly(tmp_path):
     assert not files.differs(str(path), "A=1\r\n", 0o644, False)
     assert files.read_text(str(path)) == "A=1\r\n"
     assert files.differs(str(path), "A=1\r\n", 0o600, False)
+
+
+# parse_mode: the one mode check of every mode option (docker_daemon_config, managed_files, report_files). A mode
+# option is ``raw``: a quoted YAML "0644" arrives as a str, an unquoted 0644 as the int 420.
+@pytest.mark.parametrize("value,special_bits,expected", [
+    ("0644", True, 0o644),
+    ("644", True, 0o644),
+    ("0600", False, 0o600),
+    ("0755", True, 0o755),
+    ("0", True, 0),
+    ("04755", True, 0o4755),
+    (0o644, True, 0o644),         # unquoted YAML 0644
+    (0o640, False, 0o640),
+])
+def test_parse_mode_accepts_octal_strings_and_the_int_of_an_unquoted_yaml_mode(value, special_bits, expected):
+    assert files.parse_mode(value, "mode", special_bits=special_bits) == expected
+
+
+@pytest.mark.parametrize("value,special_bits,fragments", [
+    ("0888", True, ["'0888'", "must be octal", "'8' is not an octal digit", "'0644'"]),
+    ("0x1a4", True, ["are not octal digits"]),
+    ("rw-r--r--", True, ["must be octal"]),
+    ("u+x", True, ["must be octal"]),
+    ("", True, ["must be octal"]),
+    (" 0644", True, ["must be octal"]),
+    ("0666", True, ["world-writable", "use '0664'"]),
+    ("0777", True, ["world-writable", "use '0775'"]),
+    (0o666, True, ["438 (0o666)", "world-writable"]),
+    ("1777", True, ["world-writable"]),
+    ("04644", False, ["up to 0777", "no setuid, setgid or sticky bit"]),
+    ("17777", True, ["up to 7777"]),
+    (-1, True, ["up to 7777"]),
+    (True, True, ["not a bool"]),
+    (None, True, ["not a NoneType"]),
+    (6.44, True, ["not a float"]),
+    (["0644"], True, ["not a list"]),
+])
+def test_parse_mode_refuses_naming_the_option_the_value_and_the_fix(value, special_bits, fragments):
+    with pytest.raises(TopotuneError) as info:
+        files.parse_mode(value, "/etc/x.env: mode", special_bits=special_bits)
+    message = str(info.value)
+    assert message.startswith("/etc/x.env: mode ") and "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+# module=None: the writer on the controller (report_files action, snapshot, sim/cluster.py): no SELinux step,
+# validate commands run through process.run().
+def test_the_writer_runs_without_a_module(tmp_path):
+    path = tmp_path / "new" / "report.json"
+    os.makedirs(tmp_path / "new")
+    leftover = tmp_path / "new" / ".topotune-report.json.x.tmp"
+    leftover.write_text("half")
+    old(leftover)
+    files.write_atomic(None, str(path), "{}\n", 0o640, root_owned=False)
+    assert path.read_text() == "{}\n" and os.stat(path).st_mode & 0o7777 == 0o640
+    assert temps(tmp_path / "new") == []
+
+
+@pytest.mark.parametrize("validate,ok", [("test -s %s", True), ("false %s", False), ("/nonexistent/check %s", False)])
+def test_validate_without_a_module_goes_through_the_runner(tmp_path, validate, ok):
+    path = tmp_path / "f"
+    if ok:
+        files.write_atomic(None, str(path), "x\n", 0o644, False, validate=validate)
+        assert path.read_text() == "x\n"
+    else:
+        with pytest.raises(files.ValidationError, match="validation"):
+            files.write_atomic(None, str(path), "x\n", 0o644, False, validate=validate)
+        assert not path.exists() and temps(tmp_path) == []

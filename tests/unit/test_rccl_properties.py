@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import RcclParseError, compare_busbw, parse_perf
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMI = os.path.join(REPO, "tests", "fixtures", "smi")

@@ -56,9 +56,23 @@ def test_report_files_action_check_mode_writes_nothing_and_diff_shows_the_report
     assert result["diff"][0]["after"] == '{\n    "ok": true\n}\n' and result["diff"][0]["before"] == ""
 
 
-def test_report_files_action_refuses_a_world_writable_mode(tmp_path):
-    with pytest.raises(AnsibleActionFail, match="world-writable"):
-        _action(tmp_path, mode="0666").run(task_vars={})
+@pytest.mark.parametrize("mode,message", [("0666", "world-writable"), ("0888", "'8' is not an octal digit"),
+                                          (None, "not a NoneType")])
+def test_report_files_action_refuses_a_bad_mode(tmp_path, mode, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        _action(tmp_path, mode=mode).run(task_vars={})
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_files_action_writes_through_the_shared_writer(tmp_path):
+    # an unquoted YAML 0640 arrives as the int 416; a temp file a killed run left is swept
+    directory = tmp_path / "out"
+    directory.mkdir()
+    leftover = directory / ".topotune-n1.json.abc.tmp"
+    leftover.write_text("half")
+    os.utime(leftover, (0, 0))
+    assert _action(tmp_path, mode=0o640).run(task_vars={})["changed"]
+    assert os.stat(directory / "n1.json").st_mode & 0o777 == 0o640 and os.listdir(directory) == ["n1.json"]
 
 
 HOSTVARS = {

@@ -25,7 +25,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402 - after the importorskip above
 from hypothesis import strategies as st  # noqa: E402
 
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError  # noqa: E402
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError  # noqa: E402
 from ansible_collections.topotune.instinct.plugins.module_utils.topology_amdsmi import parse_amdsmi  # noqa: E402
 from ansible_collections.topotune.instinct.plugins.module_utils.topology_kfd import read_kfd  # noqa: E402
 from ansible_collections.topotune.instinct.plugins.module_utils.topology_model import GPU_KEYS  # noqa: E402

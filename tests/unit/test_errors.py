@@ -1,0 +1,55 @@
+"""One error hierarchy: every exception class the project defines derives from errors.TopotuneError, so a module's
+or the CLI's one ``except TopotuneError`` turns any of them into a clear message (never a traceback)."""
+
+import importlib
+import importlib.util
+import inspect
+import os
+
+import pytest
+
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import TopotuneError as ReExported
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PACKAGE = "ansible_collections.topotune.instinct.plugins"
+
+
+def plugin_modules():
+    names = []
+    for kind in sorted(os.listdir(os.path.join(REPO, "plugins"))):
+        directory = os.path.join(REPO, "plugins", kind)
+        if os.path.isdir(directory):
+            names += ["%s.%s.%s" % (PACKAGE, kind, name[:-3]) for name in sorted(os.listdir(directory))
+                      if name.endswith(".py") and name != "__init__.py"]
+    return names
+
+
+def exception_classes(module):
+    return [cls for _name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and issubclass(cls, BaseException)]
+
+
+def test_the_base_lives_in_errors_and_sysroot_re_exports_it():
+    assert ReExported is TopotuneError
+
+
+@pytest.mark.parametrize("name", plugin_modules())
+def test_every_plugin_exception_derives_from_topotune_error(name):
+    module = importlib.import_module(name)
+    bad = [cls.__name__ for cls in exception_classes(module) if not issubclass(cls, TopotuneError)]
+    assert not bad, "%s: %s must derive from errors.TopotuneError" % (name, ", ".join(bad))
+
+
+def test_the_check_sees_the_project_errors():
+    # guard against a vacuous pass: the walk finds the known classes
+    found = {cls.__name__ for name in plugin_modules() for cls in exception_classes(importlib.import_module(name))}
+    assert {"SysrootError", "CommandError", "ValidationError", "FlagError", "SnapshotError", "LockError"} <= found
+
+
+def test_the_simulator_errors_derive_from_topotune_error():
+    spec = importlib.util.spec_from_file_location("sim_sysroot_errors", os.path.join(REPO, "sim", "sysroot.py"))
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    classes = exception_classes(sim)
+    assert classes and all(issubclass(cls, TopotuneError) for cls in classes)
