@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.module_utils.files import differs
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.files import differs, parse_mode, write_atomic
 from ansible_collections.topotune.instinct.plugins.plugin_utils.report_render import (
     load_report_dir,
     render_report,
@@ -25,18 +25,6 @@ ARGUMENT_SPEC = {
 }
 
 
-def file_mode(value):
-    """Permission bits from an octal string ('0644', '644', '0o644') or an int (YAML's 0644)."""
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
-        return value
-    digits = str(value).strip()
-    digits = digits[2:] if digits[:2] in ("0o", "0O") else digits
-    if digits and not set(digits) - set("01234567") and int(digits, 8) <= 0o7777:
-        return int(digits, 8)
-    raise AnsibleActionFail("cluster_report: mode %r is not an octal file mode; give it as a quoted string, e.g. '0644'"
-                            % (value,))
-
-
 def read_bytes(path):
     """The file's bytes, or None when it does not exist or cannot be read."""
     try:
@@ -44,23 +32,6 @@ def read_bytes(path):
             return handle.read()
     except OSError:
         return None
-
-
-def write_report(path, content, mode):
-    """Temp file beside path (data on disk, final mode), then one rename: a reader sees the old page or the new one."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".report-", suffix=".html")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 class ActionModule(ActionBase):
@@ -77,7 +48,10 @@ class ActionModule(ActionBase):
         dest = os.path.abspath(args["dest"] or os.path.join(report_dir, "report.html"))
         if os.path.isdir(dest):
             raise AnsibleActionFail("dest %s is a directory: give the path of the HTML file" % dest)
-        mode = file_mode(args["mode"])
+        try:
+            mode = parse_mode(args["mode"], "cluster_report: mode")
+        except TopotuneError as err:
+            raise AnsibleActionFail(str(err)) from None
         data = load_report_dir(args["report_dir"])
         content = render_report(data, args["title"]).encode("utf-8")
         counts = summarize(data)
@@ -100,7 +74,7 @@ class ActionModule(ActionBase):
             result["msg"] = "would write %s (%d bytes, %d nodes)" % (dest, len(content), counts["nodes"])
         else:
             try:
-                write_report(dest, content, mode)
+                write_atomic(None, dest, content, mode, root_owned=False)
             except OSError as err:
                 raise AnsibleActionFail("cannot write the report next to %s: %s; pick a writable dest"
                                         % (dest, err.strerror or err)) from err
