@@ -89,7 +89,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import merge_owned, remove_owned
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     ValidationError,
@@ -99,6 +98,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     remove_stale_temps,
     stage_all,
 )
+from ansible_collections.topotune.instinct.plugins.module_utils.owned_keys import merge_owned, remove_owned
 
 
 class DaemonConfig:

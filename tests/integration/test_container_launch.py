@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils import container_flags as cf
+from ansible_collections.topotune.instinct.plugins.plugin_utils import container_flags as cf
 from ansible_collections.topotune.instinct.plugins.module_utils.grouping import group_gpus
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture

@@ -1,4 +1,4 @@
-"""Scale-out advice (module_utils/advice.py, knowledge/advice.yml) and the cluster_advice filter."""
+"""Scale-out advice (plugin_utils/advice.py, knowledge/advice.yml) and the cluster_advice filter."""
 
 import copy
 import os
@@ -8,7 +8,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.filter.cluster_advice import cluster_advice
-from ansible_collections.topotune.instinct.plugins.module_utils.advice import (
+from ansible_collections.topotune.instinct.plugins.plugin_utils.advice import (
     AdviceError,
     advise,
     article_comm_ratio,

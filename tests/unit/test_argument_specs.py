@@ -104,7 +104,7 @@ def test_launch_templates_choices_are_launch_render_constants():
 
 
 def test_refused_capabilities_are_the_knowledge_ones():
-    from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import FORBIDDEN_CAPS
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.container_flags import FORBIDDEN_CAPS
 
     forbidden = {entry["name"] for entry in _knowledge("container_flags")["forbidden"]} - {"privileged"}
     assert set(FORBIDDEN_CAPS) == forbidden

@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.topotune.instinct.plugins.module_utils import container_flags as cf
+from ansible_collections.topotune.instinct.plugins.plugin_utils import container_flags as cf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 with open(os.path.join(REPO, "knowledge", "container_flags.yml"), encoding="utf-8") as _handle:

@@ -6,7 +6,7 @@ import os
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.topotune.instinct.plugins.module_utils.container_flags import merge_owned, remove_owned
+from ansible_collections.topotune.instinct.plugins.module_utils.owned_keys import merge_owned, remove_owned
 from ansible_collections.topotune.instinct.plugins.modules import docker_daemon_config
 
 MEMLOCK = {"default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}}

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.topotune.instinct.plugins.module_utils import env_rules
+from ansible_collections.topotune.instinct.plugins.plugin_utils import env_rules
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

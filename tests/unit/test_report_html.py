@@ -17,10 +17,10 @@ import yaml
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.topotune.instinct.plugins.action.cluster_report import ActionModule
-from ansible_collections.topotune.instinct.plugins.module_utils.advice import advise
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import compare_busbw, parse_perf
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.topotune.instinct.plugins.plugin_utils.advice import advise
 from ansible_collections.topotune.instinct.plugins.plugin_utils.report_render import (
     link_summary,
     load_report_dir,
@@ -342,7 +342,8 @@ def test_action_check_mode_write_and_idempotence(report_dir):
 @pytest.mark.parametrize("args, message", [
     ({"report_dir": "/nonexistent/topotune"}, "run playbooks/topology.yml first"),
     ({"dest": "{dir}"}, "is a directory"),
-    ({"mode": "u=rw"}, "not an octal file mode"),
+    ({"mode": "u=rw"}, "cluster_report: mode .u=rw. must be octal permission bits"),
+    ({"mode": "0666"}, "world-writable"),
 ])
 def test_action_refuses_bad_arguments(tmp_path, args, message):
     args = {key: value.format(dir=str(tmp_path)) for key, value in args.items()}

@@ -9,7 +9,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.topotune.instinct.plugins.module_utils.env_rules import resolve
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env_rules import resolve
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

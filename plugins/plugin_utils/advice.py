@@ -38,7 +38,7 @@ Public API (standard library only, Python 3.8+):
 
 import re
 
-from .errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 
 _ARTICLE_MODEL = {"base": 0.15, "reference_size_b": 13, "exponent": 0.7, "cap": 0.5}
 

@@ -1,11 +1,12 @@
 # Copyright: topotune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Docker flags for ROCm containers, derived from the topology; daemon.json merging; device access checks.
+"""Docker flags for ROCm containers, derived from the topology; device access checks. Controller-only (the
+container_flags filter).
 
 Pure functions, standard library only. ``plan()`` turns the topology, the launch groups, the device facts
 (from the ``gpu_device_access`` module) and the role options into per-group flag lists, a compose
-fragment and structured checks. ``merge_owned()`` merges the keys topotune owns into a daemon.json
-document and keeps every other key.
+fragment and structured checks. Merging the owned keys into daemon.json happens on the node
+(``module_utils/owned_keys.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import copy
 import re
 
-from .cpulist import format_cpulist, parse
-from .errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import format_cpulist, parse
+from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:=+@%,-]+$")
@@ -354,29 +355,3 @@ def access_checks(device_facts, users=None, expected_groups=("render", "video"),
         )
     )
     return checks
-
-
-def merge_owned(existing, owned):
-    """Return ``existing`` with the keys of ``owned`` set; nested dicts merge, every other key survives."""
-    merged = copy.deepcopy(existing) if isinstance(existing, dict) else {}
-    for key, value in (owned or {}).items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_owned(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def remove_owned(existing, owned):
-    """Return ``existing`` without the keys of ``owned`` (nested dicts: only the owned sub-keys)."""
-    merged = copy.deepcopy(existing) if isinstance(existing, dict) else {}
-    for key, value in (owned or {}).items():
-        if key not in merged:
-            continue
-        if isinstance(value, dict) and value and isinstance(merged[key], dict):
-            merged[key] = remove_owned(merged[key], value)
-            if not merged[key]:
-                del merged[key]
-        else:
-            del merged[key]
-    return merged
