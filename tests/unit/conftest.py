@@ -1,8 +1,11 @@
 """Fixtures shared by the unit tests (the collection import set-up is in tests/conftest.py)."""
 
 import json
+from unittest import mock
 
 import pytest
+from ansible.module_utils import _internal
+from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -17,7 +20,12 @@ def run_module(capsys):
     def run(module, check_mode=False, diff=False, **args):
         args.update(_ansible_check_mode=check_mode, _ansible_diff=diff)
         capsys.readouterr()  # only what this run prints
-        with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        # As in its own process on a node: not the controller (once a test session imports controller code,
+        # module_utils would send warnings to the controller's display) and no warnings of earlier runs.
+        with patch_module_args(args), mock.patch.object(_internal, "is_controller", False), \
+                mock.patch.dict(ansible_warnings._global_warnings, clear=True), \
+                mock.patch.dict(ansible_warnings._global_deprecations, clear=True), \
+                pytest.raises(SystemExit) as exit_info:
             module.main()
         result = json.loads(capsys.readouterr().out)
         if "warnings" in result:
