@@ -1,4 +1,4 @@
-"""cpu_governor: one call sets the governor on every differing CPU of a tmp_path sysroot; check mode,
+"""cpu_governor (the module run as Ansible runs it): one call sets the governor on every differing CPU of a tmp_path sysroot; check mode,
 diff, unavailable governors, CPU lists and CPUs without cpufreq (VMs)."""
 
 import os
@@ -6,20 +6,9 @@ import os
 import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils import cpufreq
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.modules.cpu_governor import CpuGovernor
+from ansible_collections.topotune.instinct.plugins.modules import cpu_governor
 
 AVAILABLE = "conservative ondemand userspace powersave performance schedutil"
-
-
-class FakeModule:
-    def __init__(self, check_mode=False, **params):
-        self.params = {"sysroot": "/", "cpus": "all", **params}
-        self.check_mode = check_mode
-        self.warnings = []
-
-    def warn(self, msg):
-        self.warnings.append(msg)
 
 
 def make_cpus(root, count, governor="schedutil", available=AVAILABLE, without=()):
@@ -41,65 +30,63 @@ def governor_of(root, cpu):
 
 
 @pytest.mark.parametrize("count", [1, 16, 256])
-def test_sets_all_cpus_then_is_idempotent(tmp_path, count):
+def test_sets_all_cpus_then_is_idempotent(tmp_path, run_module, count):
     root = make_cpus(tmp_path, count)
-    res = CpuGovernor(FakeModule(sysroot=root, governor="performance")).run()
-    assert res["changed"] and res["changed_count"] == count
+    code, res = run_module(cpu_governor, sysroot=root, governor="performance")
+    assert code == 0 and res["changed"] and res["changed_count"] == count
     assert res["changed_cpus"] == ("0" if count == 1 else "0-%d" % (count - 1))
     assert res["governors"] == {"performance": res["cpus"]}
     assert res["diff"]["before"] == "schedutil: %s\n" % res["cpus"]
     assert all(governor_of(root, c) == "performance" for c in range(count))
-    again = CpuGovernor(FakeModule(sysroot=root, governor="performance")).run()
-    assert not again["changed"] and again["changed_cpus"] == "" and again["diff"]["before"] == again["diff"]["after"]
+    code, again = run_module(cpu_governor, sysroot=root, governor="performance")
+    assert code == 0 and not again["changed"] and again["changed_cpus"] == "" and again["diff"]["before"] == again["diff"]["after"]
 
 
-def test_check_mode_writes_nothing_but_reports(tmp_path):
+def test_check_mode_writes_nothing_but_reports(tmp_path, run_module):
     root = make_cpus(tmp_path, 8)
-    res = CpuGovernor(FakeModule(check_mode=True, sysroot=root, governor="performance")).run()
-    assert res["changed"] and res["changed_cpus"] == "0-7"
+    code, res = run_module(cpu_governor, check_mode=True, sysroot=root, governor="performance")
+    assert code == 0 and res["changed"] and res["changed_cpus"] == "0-7"
     assert res["diff"]["after"] == "performance: 0-7\n"
     assert governor_of(root, 0) == "schedutil"
 
 
-def test_only_differing_cpus_of_a_list_change(tmp_path):
+def test_only_differing_cpus_of_a_list_change(tmp_path, run_module):
     root = make_cpus(tmp_path, 8)
     (tmp_path / "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor").write_text("performance\n")
-    res = CpuGovernor(FakeModule(sysroot=root, governor="performance", cpus="0-3")).run()
+    _code, res = run_module(cpu_governor, sysroot=root, governor="performance", cpus="0-3")
     assert res["changed_cpus"] == "0-1,3"
     assert governor_of(root, 5) == "schedutil"
     assert res["governors"] == {"performance": "0-3"}
 
 
-def test_unavailable_governor_fails_before_writing(tmp_path):
+def test_unavailable_governor_fails_before_writing(tmp_path, run_module):
     root = make_cpus(tmp_path, 4, available="powersave performance")
-    with pytest.raises(cpufreq.GovernorError) as err:
-        CpuGovernor(FakeModule(sysroot=root, governor="ondemand")).run()
-    msg = str(err.value)
+    code, res = run_module(cpu_governor, sysroot=root, governor="ondemand")
+    msg = res["msg"]
+    assert code == 1 and res["failed"] is True
     assert "'ondemand' is not available on CPUs 0-3" in msg and "performance powersave" in msg
     assert "cpu_governor_governor" in msg
     assert governor_of(root, 0) == "schedutil"
 
 
-def test_unknown_cpus_fail_clearly(tmp_path):
+@pytest.mark.parametrize("cpus,message", [("2-5", "CPUs 4-5 do not exist"), ("1-x", "invalid cpulist")])
+def test_unknown_cpus_fail_clearly(tmp_path, run_module, cpus, message):
     root = make_cpus(tmp_path, 4)
-    with pytest.raises(TopotuneError, match="CPUs 4-5 do not exist"):
-        CpuGovernor(FakeModule(sysroot=root, governor="performance", cpus="2-5")).run()
-    with pytest.raises(TopotuneError, match="invalid cpulist"):
-        CpuGovernor(FakeModule(sysroot=root, governor="performance", cpus="1-x")).run()
+    code, res = run_module(cpu_governor, sysroot=root, governor="performance", cpus=cpus)
+    assert code == 1 and message in res["msg"]
+    assert governor_of(root, 2) == "schedutil"
 
 
-def test_vm_without_cpufreq_is_ok_with_a_warning(tmp_path):
+def test_vm_without_cpufreq_is_ok_with_a_warning(tmp_path, run_module):
     root = make_cpus(tmp_path, 4, without=range(4))
-    module = FakeModule(sysroot=root, governor="performance")
-    res = CpuGovernor(module).run()
-    assert not res["changed"] and res["no_cpufreq"] == "0-3" and res["governors"] == {}
-    assert module.warnings and "no cpufreq" in module.warnings[0]
+    code, res = run_module(cpu_governor, sysroot=root, governor="performance")
+    assert code == 0 and not res["changed"] and res["no_cpufreq"] == "0-3" and res["governors"] == {}
+    assert res["warnings"] and "no cpufreq" in res["warnings"][0]
 
 
-def test_partial_cpufreq(tmp_path):
+def test_partial_cpufreq(tmp_path, run_module):
     root = make_cpus(tmp_path, 4, without=(3,))
-    module = FakeModule(sysroot=root, governor="performance")
-    res = CpuGovernor(module).run()
+    _code, res = run_module(cpu_governor, sysroot=root, governor="performance")
     assert res["changed_cpus"] == "0-2" and res["no_cpufreq"] == "3"
 
 

@@ -5,7 +5,6 @@ import os
 import shutil
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.module_utils import topology
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import (
@@ -28,12 +27,6 @@ def mi210_root(tmp_path):
     return tmp_path
 
 
-def _run_module(args, capsys):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        gpu_topology.main()
-    return exit_info.value.code, json.loads(capsys.readouterr().out)
-
-
 def _fake_runner(outputs):
     def runner(argv):
         key = " ".join(argv[1:])
@@ -49,11 +42,9 @@ def _read(name):
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-def test_module_reads_kfd_sysroot(mi210_root, capsys, check_mode):
+def test_module_reads_kfd_sysroot(mi210_root, run_module, check_mode):
     args = {"sysroot": str(mi210_root), "source": "kfd"}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    code, result = _run_module(args, capsys)
+    code, result = run_module(gpu_topology, check_mode=check_mode, **args)
     assert code == 0
     assert result["changed"] is False
     assert len(result["topology"]["gpus"]) == 8
@@ -63,11 +54,11 @@ def test_module_reads_kfd_sysroot(mi210_root, capsys, check_mode):
     assert result["rocm_version"] == ""
 
 
-def test_module_returns_the_rocm_version_under_the_sysroot(mi210_root, capsys):
+def test_module_returns_the_rocm_version_under_the_sysroot(mi210_root, run_module):
     info = mi210_root / "opt" / "rocm" / ".info"
     info.mkdir(parents=True)
     (info / "version").write_text("6.2.1-112\n")
-    code, result = _run_module({"sysroot": str(mi210_root), "source": "kfd"}, capsys)
+    code, result = run_module(gpu_topology, sysroot=str(mi210_root), source="kfd")
     assert code == 0
     assert result["rocm_version"] == "6.2.1-112"
 
@@ -82,16 +73,16 @@ def test_module_returns_the_rocm_version_under_the_sysroot(mi210_root, capsys):
     ],
     ids=["kfd-missing", "nothing-available", "bad-timeout"],
 )
-def test_module_fails_with_one_line(tmp_path, capsys, args, message):
-    code, result = _run_module(dict(args, sysroot=str(tmp_path)), capsys)
+def test_module_fails_with_one_line(tmp_path, run_module, args, message):
+    code, result = run_module(gpu_topology, sysroot=str(tmp_path), **args)
     assert code == 1 and result["failed"] is True
     assert result["msg"].startswith(message.replace("%s", str(tmp_path)))
     assert "\n" not in result["msg"]
 
 
-def test_module_partial_tree_warns(mi210_root, capsys):
+def test_module_partial_tree_warns(mi210_root, run_module):
     os.remove(str(mi210_root / KFD_NODES / "5" / "properties"))
-    code, result = _run_module({"sysroot": str(mi210_root)}, capsys)
+    code, result = run_module(gpu_topology, sysroot=str(mi210_root))
     assert code == 0 and len(result["topology"]["gpus"]) == 7
     assert any("KFD node 5: " in w for w in result["topology"]["warnings"])
 

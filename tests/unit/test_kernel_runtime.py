@@ -2,34 +2,42 @@
 tmp_path sysroot."""
 
 import os
+import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils import basic
 
 from ansible_collections.topotune.instinct.plugins.filter.cmdline_pending import cmdline_pending
 from ansible_collections.topotune.instinct.plugins.filter.settings_merge import settings_merge
 from ansible_collections.topotune.instinct.plugins.module_utils import kernel_runtime as kr
+from ansible_collections.topotune.instinct.plugins.modules import kernel_runtime
 from ansible_collections.topotune.instinct.plugins.modules.kernel_runtime import KernelRuntime
 
 
-class FakeModule:
-    def __init__(self, check_mode=False, bins=None, grubby_info="", **params):
-        self.params = {"sysroot": "/", "sysctl": {}, "cpuidle": {}, "bootloader": None, **params}
-        self.check_mode = check_mode
-        self.warnings = []
-        self.bins = bins or {}  # tool name -> path of the tools "installed" on the node
-        self.grubby_info = grubby_info
-        self.commands = []
+@pytest.fixture
+def tools(tmp_path, monkeypatch):
+    """The node's tools: ``tools(name, stdout="", stderr="", rc=0)`` installs an executable that records its
+    arguments in ``<name>.calls`` and prints ``stdout``; returns its path. The module finds only these (not the test
+    machine's /usr/sbin), with its real ``get_bin_path`` and ``run_command``."""
+    bindir = tmp_path / "tools"
+    bindir.mkdir()
 
-    def warn(self, msg):
-        self.warnings.append(msg)
+    def lookup(arg, opt_dirs=None):
+        path = bindir / arg
+        if not path.is_file():
+            raise ValueError("Failed to find required executable %s" % arg)
+        return str(path)
+    monkeypatch.setattr(basic, "get_bin_path", lookup)
 
-    def get_bin_path(self, name):
-        return self.bins.get(name)
-
-    def run_command(self, argv):
-        self.commands.append(argv)
-        return 0, self.grubby_info, ""
+    def install(name, stdout="", stderr="", rc=0):
+        path = bindir / name
+        path.write_text("#!/bin/sh\necho \"$*\" >> %s.calls\nprintf '%%s' '%s'\nprintf '%%s' '%s' >&2\nexit %d\n"
+                        % (path, stdout, stderr, rc))
+        path.chmod(0o755)
+        return str(path)
+    install.calls = lambda name: (bindir / (name + ".calls")).read_text().splitlines() if (bindir / (name + ".calls")).exists() else []
+    return install
 
 
 def make_node(root, cpus=4, states=("POLL", "C1", "C2"), numa_balancing="1"):
@@ -52,40 +60,40 @@ def read(root, rel):
         return fh.read().strip()
 
 
-def test_sysctl_and_c2_then_idempotent(tmp_path):
+def test_sysctl_and_c2_then_idempotent(tmp_path, run_module):
     root = make_node(tmp_path)
     params = {"sysroot": root, "sysctl": {"kernel.numa_balancing": "0", "vm.swappiness": 10}, "cpuidle": {"C2": "disabled"}}
-    res = KernelRuntime(FakeModule(**params)).run()
-    assert res["changed"] and res["changed_paths"] == 2 + 4
+    code, res = run_module(kernel_runtime, **params)
+    assert code == 0 and res["changed"] and res["changed_paths"] == 2 + 4
     assert res["sysctl"] == {"kernel.numa_balancing": "0", "vm.swappiness": "10"}
     assert res["cpuidle"]["C2"] == {"state": "disabled", "cpus": "0-3", "changed_cpus": "0-3"}
     assert "kernel.numa_balancing = 1" in res["diff"]["before"] and "cpuidle C2: disabled on CPUs 0-3" in res["diff"]["after"]
     assert read(root, "proc/sys/kernel/numa_balancing") == "0"
     assert read(root, "sys/devices/system/cpu/cpu3/cpuidle/state2/disable") == "1"
     assert read(root, "sys/devices/system/cpu/cpu3/cpuidle/state1/disable") == "0"
-    again = KernelRuntime(FakeModule(**params)).run()
-    assert not again["changed"] and again["diff"] == {"before": "", "after": ""}
+    code, again = run_module(kernel_runtime, **params)
+    assert code == 0 and not again["changed"] and again["diff"] == {"before": "", "after": ""}
 
 
-def test_check_mode_does_not_write(tmp_path):
+def test_check_mode_does_not_write(tmp_path, run_module):
     root = make_node(tmp_path)
-    res = KernelRuntime(FakeModule(check_mode=True, sysroot=root, sysctl={"kernel.numa_balancing": "0"})).run()
-    assert res["changed"] and read(root, "proc/sys/kernel/numa_balancing") == "1"
+    code, res = run_module(kernel_runtime, check_mode=True, sysroot=root, sysctl={"kernel.numa_balancing": "0"})
+    assert code == 0 and res["changed"] and read(root, "proc/sys/kernel/numa_balancing") == "1"
 
 
-def test_reenable(tmp_path):
+def test_reenable(tmp_path, run_module):
     root = make_node(tmp_path)
-    KernelRuntime(FakeModule(sysroot=root, cpuidle={"C2": "disabled"})).run()
-    res = KernelRuntime(FakeModule(sysroot=root, cpuidle={"C2": "enabled"})).run()
+    run_module(kernel_runtime, sysroot=root, cpuidle={"C2": "disabled"})
+    _code, res = run_module(kernel_runtime, sysroot=root, cpuidle={"C2": "enabled"})
     assert res["changed_paths"] == 4 and read(root, "sys/devices/system/cpu/cpu0/cpuidle/state2/disable") == "0"
 
 
-def test_missing_sysctl_and_vm_without_cpuidle_warn(tmp_path):
+def test_missing_sysctl_and_vm_without_cpuidle_warn(tmp_path, run_module):
     root = make_node(tmp_path, states=())
-    module = FakeModule(sysroot=root, sysctl={"kernel.nope": "1"}, cpuidle={"C2": "disabled"})
-    res = KernelRuntime(module).run()
-    assert not res["changed"] and res["sysctl"] == {"kernel.nope": None}
-    assert len(module.warnings) == 2 and "does not exist" in module.warnings[0] and "no CPU has" in module.warnings[1]
+    code, res = run_module(kernel_runtime, sysroot=root, sysctl={"kernel.nope": "1"}, cpuidle={"C2": "disabled"})
+    assert code == 0 and not res["changed"] and res["sysctl"] == {"kernel.nope": None}
+    warnings = res["warnings"]
+    assert len(warnings) == 2 and "does not exist" in warnings[0] and "no CPU has" in warnings[1]
 
 
 @pytest.mark.parametrize("params,match", [
@@ -93,10 +101,11 @@ def test_missing_sysctl_and_vm_without_cpuidle_warn(tmp_path):
     ({"sysctl": {"kernel.numa_balancing": True}}, "quote it"),
     ({"cpuidle": {"C2": "off"}}, "not one of disabled, enabled"),
 ])
-def test_bad_requests_fail_clearly(tmp_path, params, match):
+def test_bad_requests_fail_clearly(tmp_path, run_module, params, match):
     root = make_node(tmp_path)
-    with pytest.raises(kr.KernelRuntimeError, match=match):
-        KernelRuntime(FakeModule(sysroot=root, **params)).run()
+    code, res = run_module(kernel_runtime, sysroot=root, **params)
+    assert code == 1 and re.search(match, res["msg"]), res["msg"]
+    assert read(root, "proc/sys/kernel/numa_balancing") == "1"
 
 
 def test_write_refused(tmp_path):
@@ -163,47 +172,48 @@ def test_parse_os_release_and_grubby_args():
                                                  "ro crashkernel=1G-4G:192M rhgb quiet"]
 
 
-def test_no_bootloader_reads_no_boot_state(tmp_path):
+def test_no_bootloader_reads_no_boot_state(tmp_path, run_module):
     root = make_node(tmp_path)
-    res = KernelRuntime(FakeModule(sysroot=root)).run()
+    _code, res = run_module(kernel_runtime, sysroot=root)
     assert (res["cmdline"], res["bootloader"], res["update_grub"], res["grubby_args"]) == (None, None, None, [])
 
 
-def test_auto_on_debian_without_grub_picks_the_dropin(tmp_path, etc):
+def test_auto_on_debian_without_grub_picks_the_dropin(tmp_path, etc, tools, run_module):
     root = make_node(tmp_path)
     etc()
-    res = KernelRuntime(FakeModule(sysroot=root, bootloader="auto", sysctl={"kernel.numa_balancing": "0"})).run()
+    _code, res = run_module(kernel_runtime, sysroot=root, bootloader="auto", sysctl={"kernel.numa_balancing": "0"})
     assert res["bootloader"] == "grub_dropin" and res["update_grub"] is None and res["grubby_args"] == []
     assert res["cmdline"] == "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=UUID=0f3b ro quiet"
     assert res["changed"] and read(root, "proc/sys/kernel/numa_balancing") == "0"
 
 
-def test_auto_with_grub_reports_update_grub(tmp_path, etc):
+def test_auto_with_grub_reports_update_grub(tmp_path, etc, tools, run_module):
     root = make_node(tmp_path)
     etc(os_release=None, grub=True)
-    res = KernelRuntime(FakeModule(sysroot=root, bootloader="auto", bins={"update-grub": "/usr/sbin/update-grub"})).run()
-    assert res["bootloader"] == "grub_dropin" and res["update_grub"] == "/usr/sbin/update-grub"
+    update_grub = tools("update-grub")
+    _code, res = run_module(kernel_runtime, sysroot=root, bootloader="auto")
+    assert res["bootloader"] == "grub_dropin" and res["update_grub"] == update_grub
+    assert tools.calls("update-grub") == []  # reported, not run
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-def test_auto_with_grubby_reads_the_boot_entries(tmp_path, etc, check_mode):
+def test_auto_with_grubby_reads_the_boot_entries(tmp_path, etc, tools, run_module, check_mode):
     root = make_node(tmp_path)
     etc(os_release=ROCKY, grub=True)
-    module = FakeModule(check_mode=check_mode, sysroot=root, bootloader="auto", bins={"grubby": "/usr/sbin/grubby"},
-                        grubby_info=GRUBBY_INFO)
-    res = KernelRuntime(module).run()
+    tools("grubby", stdout=GRUBBY_INFO)
+    _code, res = run_module(kernel_runtime, check_mode=check_mode, sysroot=root, bootloader="auto")
     assert res["bootloader"] == "grubby" and res["update_grub"] is None
-    assert module.commands == [["/usr/sbin/grubby", "--info=ALL"]] and len(res["grubby_args"]) == 2
+    assert tools.calls("grubby") == ["--info=ALL"] and len(res["grubby_args"]) == 2
     assert cmdline_pending(res["grubby_args"][1], settings_merge(REQUIRED, key="token")) == ["+iommu=pt", "+pci=realloc=off"]
 
 
 @pytest.mark.parametrize("given", ["grub_dropin", "none"])
-def test_explicit_bootloader_is_returned_as_given(tmp_path, etc, given):
+def test_explicit_bootloader_is_returned_as_given(tmp_path, etc, tools, run_module, given):
     root = make_node(tmp_path)
     etc(os_release=ROCKY)
-    module = FakeModule(sysroot=root, bootloader=given, bins={"grubby": "/usr/sbin/grubby"})
-    res = KernelRuntime(module).run()
-    assert res["bootloader"] == given and module.commands == [] and res["cmdline"].endswith("ro quiet")
+    tools("grubby", stdout=GRUBBY_INFO)
+    _code, res = run_module(kernel_runtime, sysroot=root, bootloader=given)
+    assert res["bootloader"] == given and tools.calls("grubby") == [] and res["cmdline"].endswith("ro quiet")
 
 
 @pytest.mark.parametrize("bootloader,os_release,bins,match", [
@@ -211,32 +221,32 @@ def test_explicit_bootloader_is_returned_as_given(tmp_path, etc, given):
     ("auto", None, {}, "ID=unknown"),
     ("grubby", DEBIAN, {}, "grubby is not on the PATH"),
 ])
-def test_boot_state_failures_write_nothing(tmp_path, etc, bootloader, os_release, bins, match):
+def test_boot_state_failures_write_nothing(tmp_path, etc, tools, run_module, bootloader, os_release, bins, match):
     root = make_node(tmp_path)
     etc(os_release=os_release)
-    module = FakeModule(sysroot=root, bootloader=bootloader, bins=bins, sysctl={"kernel.numa_balancing": "0"},
-                        cpuidle={"C2": "disabled"})
-    with pytest.raises(kr.KernelRuntimeError, match=match):
-        KernelRuntime(module).run()
+    for name in bins:
+        tools(name)
+    code, res = run_module(kernel_runtime, sysroot=root, bootloader=bootloader, sysctl={"kernel.numa_balancing": "0"},
+                           cpuidle={"C2": "disabled"})
+    assert code == 1 and re.search(match, res["msg"]), res["msg"]
     assert read(root, "proc/sys/kernel/numa_balancing") == "1"
     assert read(root, "sys/devices/system/cpu/cpu0/cpuidle/state2/disable") == "0"
 
 
-def test_missing_cmdline_names_the_path(tmp_path, etc):
+def test_missing_cmdline_names_the_path(tmp_path, etc, tools, run_module):
     root = make_node(tmp_path)
     etc()
     os.remove(os.path.join(root, "proc/cmdline"))
-    with pytest.raises(kr.KernelRuntimeError, match="proc/cmdline: is sysroot"):
-        KernelRuntime(FakeModule(sysroot=root, bootloader="auto")).run()
+    code, res = run_module(kernel_runtime, sysroot=root, bootloader="auto")
+    assert code == 1 and "proc/cmdline: is sysroot" in res["msg"]
 
 
-def test_grubby_failure_is_reported(tmp_path, etc):
+def test_grubby_failure_is_reported(tmp_path, etc, tools, run_module):
     root = make_node(tmp_path)
     etc()
-    module = FakeModule(sysroot=root, bootloader="grubby", bins={"grubby": "/usr/sbin/grubby"})
-    module.run_command = lambda argv: (1, "", "grubby: no boot entries\n")
-    with pytest.raises(kr.KernelRuntimeError, match=r"grubby --info=ALL failed \(rc=1\): grubby: no boot entries"):
-        KernelRuntime(module).run()
+    tools("grubby", stderr="grubby: no boot entries\n", rc=1)
+    code, res = run_module(kernel_runtime, sysroot=root, bootloader="grubby")
+    assert code == 1 and "grubby --info=ALL failed (rc=1): grubby: no boot entries" in res["msg"]
 
 
 # ------------------------------------------------------------------ kernel_tuning's additive-list filters

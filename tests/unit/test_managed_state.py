@@ -6,7 +6,6 @@ import shutil
 import subprocess
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.filter.drift_line import drift_line
 from ansible_collections.topotune.instinct.plugins.filter.drift_reports import drift_reports
@@ -398,31 +397,25 @@ def test_merge_keeps_other_owners_and_mark_corrected():
     assert [(d["item"], d["corrected"]) for d in marked] == [("/x", True), ("/y", False), ("u", False)]
 
 
-def run(capsys, **args):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        module.main()
-    return exit_info.value.code, json.loads(capsys.readouterr().out)
-
-
-def test_module_records_atomically_then_unchanged_then_verifies(node, tmp_path, capsys):
+def test_module_records_atomically_then_unchanged_then_verifies(node, tmp_path, run_module):
     path = tmp_path / "manifest" / "manifest.json"
     entries = node["entries"][:3]  # no groups: the module reads the real /etc/group
-    code, result = run(capsys, state="recorded", path=str(path), entries=entries, _ansible_check_mode=True)
+    code, result = run_module(module, state="recorded", path=str(path), entries=entries, check_mode=True)
     assert code == 0 and result["changed"] is True and not path.exists()
     assert result["diff"]["before"] == "" and "cpu_governor" in result["diff"]["after"]
-    code, result = run(capsys, state="recorded", path=str(path), entries=entries)
+    code, result = run_module(module, state="recorded", path=str(path), entries=entries)
     assert code == 0 and result["changed"] is True and path.exists()
     assert oct(path.stat().st_mode & 0o777) == "0o644"
-    code, result = run(capsys, state="recorded", path=str(path), entries=entries[:1])
+    code, result = run_module(module, state="recorded", path=str(path), entries=entries[:1])
     assert result["changed"] is False  # the other owners are kept, the content is the same
     (node["root"] / "proc/sys/kernel/numa_balancing").write_text("1\n")
-    code, result = run(capsys, state="verified", path=str(path), _ansible_check_mode=True)
+    code, result = run_module(module, state="verified", path=str(path), check_mode=True)
     assert code == 0 and result["changed"] is False
     assert result["owners_drifted"] == sorted({"kernel_tuning"} | set(result["owners_drifted"]))
     assert "kernel_tuning: proc/sys/kernel/numa_balancing (1)" in result["summary"]
     previous = result["drifted"]
     (node["root"] / "proc/sys/kernel/numa_balancing").write_text("0\n")
-    code, result = run(capsys, state="verified", path=str(path), previous=previous)
+    code, result = run_module(module, state="verified", path=str(path), previous=previous)
     numa = [d for d in result["drifted"] if d["item"] == "proc/sys/kernel/numa_balancing"]
     assert numa[0]["corrected"] is True
 
@@ -478,13 +471,13 @@ def test_manifest_unreadable_as_a_directory(tmp_path):
     (lambda p: p.write_text(""), "unreadable"),
     (lambda p: p.write_text("garbage{"), "unreadable"),
 ])
-def test_module_reports_a_manifest_problem_without_failing(node, tmp_path, capsys, monkeypatch, damage, state):
+def test_module_reports_a_manifest_problem_without_failing(node, tmp_path, run_module, monkeypatch, damage, state):
     warned = []
     monkeypatch.setattr(module.AnsibleModule, "warn", lambda self, msg: warned.append(msg))
     path = tmp_path / "m" / "manifest.json"
-    code, _result = run(capsys, state="recorded", path=str(path), entries=node["entries"][2:3])
+    code, _result = run_module(module, state="recorded", path=str(path), entries=node["entries"][2:3])
     damage(path)
-    code, result = run(capsys, state="verified", path=str(path))
+    code, result = run_module(module, state="verified", path=str(path))
     assert code == 0 and not result.get("failed") and result["changed"] is False
     assert result["manifest_state"] == state and result["checked"] == 0 and result["remaining"] == 1
     assert [d["kind"] for d in result["drifted"]] == ["manifest"]
@@ -492,8 +485,8 @@ def test_module_reports_a_manifest_problem_without_failing(node, tmp_path, capsy
     assert "nothing verified; run playbooks/site.yml" in result["summary"]
     # a correction records the manifest again; the item is then corrected
     previous = result["drifted"]
-    run(capsys, state="recorded", path=str(path), entries=node["entries"][2:3])
-    code, result = run(capsys, state="verified", path=str(path), previous=previous)
+    run_module(module, state="recorded", path=str(path), entries=node["entries"][2:3])
+    code, result = run_module(module, state="verified", path=str(path), previous=previous)
     assert result["manifest_state"] == "ok" and result["remaining"] == 0
     assert [(d["kind"], d["corrected"]) for d in result["drifted"]] == [("manifest", True)]
 
@@ -598,38 +591,38 @@ def test_prune_plan_removes_only_reported_stale_entries_and_directories_in_the_w
     assert ms.prune_plan({"owners": []}, reported) == []
 
 
-def test_module_prunes_in_check_mode_and_for_real(tmp_path, capsys):
+def test_module_prunes_in_check_mode_and_for_real(tmp_path, run_module):
     top = tmp_path / "topotune"
     (top / "env").mkdir(parents=True)
     (top / "env/p.env").write_text("A=1\n")
     path = top / "manifest.json"
-    run(capsys, state="recorded", path=str(path), entries=[{"owner": "rocm_env", "files": [str(top / "env/p.env")]}])
+    run_module(module, state="recorded", path=str(path), entries=[{"owner": "rocm_env", "files": [str(top / "env/p.env")]}])
     assert json.loads(path.read_text())["owners"]["rocm_env"]["dirs"] == [str(top / "env")]
     (top / "env/old.env").write_text("B=2\n")
     (top / "env/p.env").unlink()
     (top / "env/p.env").mkdir()
     (top / "env/p.env/inside").write_text("")
-    code, found = run(capsys, state="verified", path=str(path))
+    code, found = run_module(module, state="verified", path=str(path))
     assert {(d["kind"], d["item"]) for d in found["drifted"]} == {("stale", str(top / "env/old.env")), ("file", str(top / "env/p.env"))}
-    code, result = run(capsys, state="pruned", path=str(path), previous=found["drifted"], _ansible_check_mode=True)
+    code, result = run_module(module, state="pruned", path=str(path), previous=found["drifted"], check_mode=True)
     assert code == 0 and result["changed"] is True and (top / "env/old.env").exists() and (top / "env/p.env").is_dir()
     assert [r["path"] for r in result["removed"]] == [str(top / "env/old.env"), str(top / "env/p.env")]
-    code, result = run(capsys, state="pruned", path=str(path), previous=found["drifted"])
+    code, result = run_module(module, state="pruned", path=str(path), previous=found["drifted"])
     assert result["changed"] is True and not (top / "env/old.env").exists() and not (top / "env/p.env").exists()
-    code, result = run(capsys, state="pruned", path=str(path), previous=found["drifted"])
+    code, result = run_module(module, state="pruned", path=str(path), previous=found["drifted"])
     assert result["changed"] is False and result["removed"] == []
 
 
-def test_module_prune_without_a_manifest_removes_nothing(tmp_path, capsys):
+def test_module_prune_without_a_manifest_removes_nothing(tmp_path, run_module):
     victim = tmp_path / "x"
     victim.write_text("")
-    code, result = run(capsys, state="pruned", path=str(tmp_path / "none.json"),
-                       previous=[{"owner": "a", "kind": "stale", "item": str(victim)}])
+    code, result = run_module(module, state="pruned", path=str(tmp_path / "none.json"),
+                              previous=[{"owner": "a", "kind": "stale", "item": str(victim)}])
     assert code == 0 and result["changed"] is False and victim.exists()
 
 
-def test_module_bad_entries_fail_cleanly(tmp_path, capsys):
-    code, result = run(capsys, state="recorded", path=str(tmp_path / "m.json"), entries=[{"owner": "a", "files": ["x"]}])
+def test_module_bad_entries_fail_cleanly(tmp_path, run_module):
+    code, result = run_module(module, state="recorded", path=str(tmp_path / "m.json"), entries=[{"owner": "a", "files": ["x"]}])
     assert code == 1 and "owner a" in result["msg"]
 
 

@@ -8,7 +8,6 @@ import sys
 import tarfile
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import parse
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import gather, run_checks
@@ -100,23 +99,17 @@ def test_archive_records_devices_smi_and_stays_compact(tmp_path):
     assert os.path.getsize(archive) < 200 * 1024
 
 
-def test_module_writes_archive_in_check_mode(tmp_path, capsys):
+def test_module_writes_archive_in_check_mode(tmp_path, run_module):
     node = tmp_path / "node"
     sim_sysroot.build("mi210-8gpu-2hive", str(node))
     dest = tmp_path / "out.tar.gz"
-    args = {"sysroot": str(node), "dest": str(dest), "smi": False, "_ansible_check_mode": True}
-    with patch_module_args(args), pytest.raises(SystemExit):
-        node_snapshot.main()
-    result = json.loads(capsys.readouterr().out)
+    _code, result = run_module(node_snapshot, check_mode=True, sysroot=str(node), dest=str(dest), smi=False)
     assert result["changed"] is False and result["files"] > 100 and dest.is_file()
 
 
-def test_module_refuses_an_empty_sysroot(tmp_path, capsys):
-    args = {"sysroot": str(tmp_path), "dest": str(tmp_path / "x.tar.gz"), "smi": False}
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        node_snapshot.main()
-    result = json.loads(capsys.readouterr().out)
-    assert exit_info.value.code == 1 and "nothing to archive" in result["msg"]
+def test_module_refuses_an_empty_sysroot(tmp_path, run_module):
+    code, result = run_module(node_snapshot, sysroot=str(tmp_path), dest=str(tmp_path / "x.tar.gz"), smi=False)
+    assert code == 1 and "nothing to archive" in result["msg"]
 
 
 def test_cli_reads_the_extracted_snapshot(tmp_path):

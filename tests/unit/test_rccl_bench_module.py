@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.topotune.instinct.plugins.modules import rccl_bench
 
@@ -26,12 +25,6 @@ def _knowledge(name):
         return yaml.safe_load(handle)
 
 
-def _run_module(args, capsys):
-    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
-        rccl_bench.main()
-    return exit_info.value.code, json.loads(capsys.readouterr().out)
-
-
 def _fake_binary(tmp_path, capture=MI300X, rc=0, extra=""):
     """An all_reduce_perf stand-in that records its argv and environment and prints a capture."""
     script = tmp_path / "build" / "all_reduce_perf"
@@ -45,8 +38,8 @@ def _fake_binary(tmp_path, capture=MI300X, rc=0, extra=""):
     return script
 
 
-def test_absent_binary_is_skipped_not_failed(tmp_path, capsys):
-    code, result = _run_module({"rccl_tests_path": str(tmp_path / "nope" / "all_reduce_perf")}, capsys)
+def test_absent_binary_is_skipped_not_failed(tmp_path, run_module):
+    code, result = run_module(rccl_bench, rccl_tests_path=str(tmp_path / "nope" / "all_reduce_perf"))
     assert code == 0
     assert result["skipped"] is True and result.get("failed") is not True
     assert "all_reduce_perf not found at %s" % (tmp_path / "nope" / "all_reduce_perf") in result["msg"]
@@ -55,13 +48,11 @@ def test_absent_binary_is_skipped_not_failed(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("check_mode", [False, True])
-def test_saved_output_parsed_and_compared(capsys, check_mode):
+def test_saved_output_parsed_and_compared(run_module, check_mode):
     args = {"output_file": MI300X, "expectations": _knowledge("rccl_expectations"),
             "topology": {"gpus": [{"index": 0, "device_id": "0x74a1"}]},
             "gpu_generations": _knowledge("gpu_generations")}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    code, result = _run_module(args, capsys)
+    code, result = run_module(rccl_bench, check_mode=check_mode, **args)
     assert code == 0 and result["changed"] is False and result["skipped"] is False
     assert len(result["result"]["rows"]) == 32 and result["result"]["avg_busbw"] == 116.669
     comparison = result["comparison"]
@@ -73,11 +64,11 @@ def test_saved_output_parsed_and_compared(capsys, check_mode):
     assert result["cmd"] == []
 
 
-def test_fake_binary_runs_and_is_parsed(tmp_path, capsys):
+def test_fake_binary_runs_and_is_parsed(tmp_path, run_module):
     _fake_binary(tmp_path, MI355X)
     args = {"rccl_tests_path": str(tmp_path), "arguments": ["-b", "512K", "-e", "16G", "-g", "8"],
             "environment": {"NCCL_DEBUG": "VERSION"}, "expectations": _knowledge("rccl_expectations")}
-    code, result = _run_module(args, capsys)
+    code, result = run_module(rccl_bench, **args)
     assert code == 0 and result["rc"] == 0
     assert result["cmd"] == [str(tmp_path / "build" / "all_reduce_perf"), "-b", "512K", "-e", "16G", "-g", "8"]
     with open(str(tmp_path / "called.json")) as handle:
@@ -88,13 +79,12 @@ def test_fake_binary_runs_and_is_parsed(tmp_path, capsys):
     assert any("smaller sizes are missing" in w for w in result["result"]["warnings"])
 
 
-def test_check_mode_does_not_run_unless_asked(tmp_path, capsys):
+def test_check_mode_does_not_run_unless_asked(tmp_path, run_module):
     _fake_binary(tmp_path)
-    code, result = _run_module({"rccl_tests_path": str(tmp_path), "_ansible_check_mode": True}, capsys)
+    code, result = run_module(rccl_bench, check_mode=True, rccl_tests_path=str(tmp_path))
     assert code == 0 and result["skipped"] is True and "check mode" in result["msg"]
     assert not (tmp_path / "called.json").exists()
-    code, result = _run_module({"rccl_tests_path": str(tmp_path), "_ansible_check_mode": True,
-                                "run_in_check_mode": True}, capsys)
+    code, result = run_module(rccl_bench, check_mode=True, rccl_tests_path=str(tmp_path), run_in_check_mode=True)
     assert code == 0 and result["skipped"] is False and (tmp_path / "called.json").exists()
     assert result["comparison"]["status"] == "unknown" and "no expectations passed" in result["comparison"]["reason"]
 
@@ -110,31 +100,31 @@ FAILURES = [
 
 
 @pytest.mark.parametrize("fake,args,message", FAILURES, ids=["rc", "crashed", "timeout", "garbage"])
-def test_failures_are_one_line(tmp_path, capsys, fake, args, message):
+def test_failures_are_one_line(tmp_path, run_module, fake, args, message):
     _fake_binary(tmp_path, **fake)
     binary = str(tmp_path / "build" / "all_reduce_perf")
-    code, result = _run_module(dict(args, rccl_tests_path=binary), capsys)
+    code, result = run_module(rccl_bench, rccl_tests_path=binary, **args)
     assert code == 1 and result["failed"] is True
     assert message.replace("%s", binary) in result["msg"] and "\n" not in result["msg"]
 
 
-def test_failed_run_with_a_table_fails_and_keeps_the_table(tmp_path, capsys):
+def test_failed_run_with_a_table_fails_and_keeps_the_table(tmp_path, run_module):
     # the GH200 run: #wrong 96/32 at 1 MiB, then ' .. host pid N: Test failure' and exit 1
     _fake_binary(tmp_path, GH200_WRONG, rc=1)
-    code, result = _run_module({"rccl_tests_path": str(tmp_path), "expectations": _knowledge("rccl_expectations"),
-                                "generation": "MI300X"}, capsys)
+    code, result = run_module(rccl_bench, rccl_tests_path=str(tmp_path), expectations=_knowledge("rccl_expectations"),
+                              generation="MI300X")
     assert code == 1 and result["failed"] is True and result["rc"] == 1
     assert result["msg"].endswith("failed (rc=1): .. gpu-1-1 pid 662195: Test failure common.cu:1189")
     assert len(result["result"]["rows"]) == 25 and result["result"]["wrong_rows"][0]["out_of_place"] == 96
     assert result["comparison"]["status"] == "unknown" and "this run has 2" in result["comparison"]["reason"]
 
 
-def test_saved_tagged_output(capsys):
-    code, result = _run_module({"output_file": TAGGED}, capsys)
+def test_saved_tagged_output(run_module):
+    code, result = run_module(rccl_bench, output_file=TAGGED)
     assert code == 0 and result["result"]["prefixes"] and len(result["result"]["rows"]) == 8
     assert result["comparison"]["status"] == "unknown"
 
 
-def test_unreadable_output_file(tmp_path, capsys):
-    code, result = _run_module({"output_file": str(tmp_path / "missing.txt")}, capsys)
+def test_unreadable_output_file(tmp_path, run_module):
+    code, result = run_module(rccl_bench, output_file=str(tmp_path / "missing.txt"))
     assert code == 1 and "missing.txt cannot be read: No such file or directory" in result["msg"]
