@@ -5,8 +5,6 @@ on a real node the sysroot is ``/``, on a simulated node ``/sim``, in tests a ``
 
 Public API (standard library only, Python 3.8+):
 
-``TopotuneError``
-    Re-exported from ``errors`` (its home) for existing imports.
 ``SysrootError(TopotuneError)``
     A file under the sysroot is missing, unreadable or malformed. ``err.path`` holds the full path.
 ``join(sysroot, path)``
@@ -31,7 +29,7 @@ import os
 
 from .errors import TopotuneError
 
-__all__ = ["RAISE", "SysrootError", "TopotuneError", "join", "list_dir", "numeric_entries", "read_int",
+__all__ = ["RAISE", "SysrootError", "join", "list_dir", "numeric_entries", "read_int",
            "read_properties", "read_text"]
 
 RAISE = object()

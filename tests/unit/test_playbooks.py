@@ -50,7 +50,7 @@ def test_every_play_loads_the_shared_vars(name):
 def test_report_dir_default_is_written_once():
     shared = _load("playbooks", "vars", "topotune.yml")
     assert "topotune_report_dir | default(" in shared["__topotune_report_dir"]
-    pattern = re.compile(r"default\(\s*playbook_dir")
+    pattern = re.compile(r"playbook_dir ~ '/\.\./out'")
     copies = [path for path, text in _text_files("playbooks", "roles") if pattern.search(text)]
     assert copies == [os.path.join("playbooks", "vars", "topotune.yml")], copies
 
@@ -101,9 +101,9 @@ print(json.dumps(Templar(loader=loader, variables=variables).template(trust_as_t
 """
 
 
-def _render(inventory, playbook, play, host, expr):
+def _render(inventory, playbook, play, host, expr, **extra_env):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.pathsep.join(
-        [os.path.join(REPO, ".cache", "collections"), os.path.join(REPO, ".vendor", "collections")]))
+        [os.path.join(REPO, ".cache", "collections"), os.path.join(REPO, ".vendor", "collections")]), **extra_env)
     out = subprocess.run([sys.executable, "-c", _RENDER, os.path.join(REPO, inventory), os.path.join(REPO, playbook),
                           play, host, expr], env=env, capture_output=True, text=True, check=False, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -118,3 +118,12 @@ def test_production_inventory_writes_checks():
     topology = _render("inventory/production", "playbooks/topology.yml", "Discover the GPU topology",
                        "gpu-a001.example.org", "{{ __topotune_report_dir }}/topology")
     assert os.path.dirname(checks) == os.path.dirname(topology)
+
+
+def test_installed_collection_writes_out_in_the_working_directory(tmp_path):
+    """Run as topotune.instinct.<playbook> from an installed collection, the default out/ is in the directory
+    ansible-playbook runs from, never inside the installed collection."""
+    installed = os.path.join(".cache", "collections", "ansible_collections", "topotune", "instinct", "playbooks", "topology.yml")
+    got = _render("inventory/production", installed, "Discover the GPU topology", "gpu-a001.example.org",
+                  "{{ __topotune_report_dir }}", PWD=str(tmp_path))
+    assert got == str(tmp_path / "out")
