@@ -30,11 +30,11 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
 from .errors import TopotuneError
+from .files import write_atomic
 
 DEFAULT_PATH = "/run/topotune/run.lock"
 # In the holder's command line: a pid is only signalled when its command line holds this and the run id.
@@ -153,18 +153,9 @@ def read_record(path):
 
 
 def write_record(path, record):
-    """Atomically (temp file, rename): a reader sees the old holder or the new one."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".run-lock-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, record_path(path))
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    """Atomically (files.write_atomic: temp file, fsync, rename): a reader sees the old holder or the new one."""
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    write_atomic(None, record_path(path), text, 0o644, root_owned=os.geteuid() == 0, temp_prefix="run-lock")
 
 
 def open_lock(path):
