@@ -446,6 +446,8 @@ def check_aer(facts, knowledge):
     return _result("pcie_aer", "pass", "%d device(s) within the limits" % len(counted), expected, source=source)
 
 
+# Settings of the physical host's PCIe fabric: an SR-IOV guest sees a virtual one (platform_checks._as_guest)
+HOST_ONLY = ("pci_acs", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding", "gpu_large_bar")
 CHECKS = (check_acs, check_affinity, check_aspm, check_ten_bit_tags, check_ari, check_large_bar, check_aer)
 CHECK_IDS = ("pci_acs", "rdma_gpu_nic_affinity", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding",
              "gpu_large_bar", "pcie_aer")
