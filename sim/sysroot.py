@@ -18,6 +18,7 @@ Importable: ``build(profile_name, dest)``, ``load_profile(name)``, ``list_profil
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -28,6 +29,10 @@ import yaml
 
 SIM_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SIM_DIR)
+
+_TREE_SPEC = importlib.util.spec_from_file_location("sim_pcie_tree", os.path.join(SIM_DIR, "pcie_tree.py"))
+pcie_tree = importlib.util.module_from_spec(_TREE_SPEC)
+_TREE_SPEC.loader.exec_module(pcie_tree)
 
 try:  # the collection's class when it is importable (tests, Ansible), so one except catches both
     from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
@@ -81,7 +86,8 @@ DEFAULTS = {
 }
 
 
-FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate")
+FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
+              "acs_enabled", "nic_far_numa", "aer")
 
 
 class ProfileError(TopotuneError):
@@ -552,8 +558,9 @@ def _write_pci(dest, profile, gpus, layout, faults):
     degraded = {d["gpu"]: d for d in faults.get("pcie_degraded", [])}
     all_cpus = list(range(layout.nr_cpus))
     vm = faults.get("numa_node_minus1", False)
+    gpu_dirs = _write_pcie_tree(dest, profile, gpus, layout, faults)
     for pos, g in enumerate(gpus):
-        d = os.path.join(dest, PCI_DEVICES, g["bdf"])
+        d = gpu_dirs.get(g["bdf"]) or os.path.join(dest, PCI_DEVICES, g["bdf"])
         os.makedirs(d, exist_ok=True)
         local = all_cpus if vm else layout.numa[g["numa"]]
         cur = degraded.get(pos, {})
@@ -576,6 +583,88 @@ def _write_pci(dest, profile, gpus, layout, faults):
             os.makedirs(os.path.join(d, "fw_version"), exist_ok=True)
             for name, version in sorted(firmware.items()):
                 _write(os.path.join(d, "fw_version", f"{name}_fw_version"), f"0x{int(version):08x}\n")
+
+
+def _pci_numa_files(numa, layout, vm):
+    local = list(range(layout.nr_cpus)) if vm else layout.numa[numa]
+    return {"numa_node": "-1" if vm else str(numa), "local_cpulist": cpulist(local),
+            "local_cpus": cpumask(local, layout.nr_cpus)}
+
+
+def _write_pcie_tree(dest, profile, gpus, layout, faults):
+    """Profiles with ``pcie_tree``: the bridges above each GPU, RDMA NICs (``rdma``), every function's binary
+    ``config`` and AER counters, ``sys/bus/pci/devices/<bdf>`` as symlinks into ``sys/devices`` (as Linux shows
+    them) and ``sys/class/infiniband/<name>``. Returns ``{gpu bdf: its real directory}`` ({} without the key)."""
+    tree = profile.get("pcie_tree")
+    if not tree:
+        return {}
+    rdma = profile.get("rdma") or {}
+    vm = faults.get("numa_node_minus1", False)
+    try:
+        layout_plan = pcie_tree.plan([{"bdf": g["bdf"], "numa": g["numa"]} for g in gpus], int(rdma.get("nics", 0)),
+                                     faults.get("nic_far_numa") or (), len(layout.numa))
+    except ValueError as exc:
+        raise ProfileError(f"profile {profile['name']}: pcie_tree: {exc}") from exc
+    bdf_of_gpu = {pos: g["bdf"] for pos, g in enumerate(gpus)}
+    acs_faults = {}
+    for item in faults.get("acs_enabled") or []:
+        device = next(d for d in layout_plan["devices"] if d["bdf"] == bdf_of_gpu[item["gpu"]])
+        acs_faults[device["path"][{"root_port": 0, "switch_up": 1, "switch_down": 2}[item["bridge"]]]] = \
+            int(str(item["control"]), 0)
+    aer_faults = {}
+    for item in faults.get("aer") or []:
+        aer_faults.setdefault(bdf_of_gpu[item["gpu"]], {})[item["kind"]] = item["counts"]
+    pcie = profile["pcie"]
+    speed, width = pcie.get("max_speed", pcie["speed"]).split()[0], int(pcie.get("max_width", pcie["width"]))
+    gpu_dirs = {}
+    links = os.path.join(dest, PCI_DEVICES)
+    os.makedirs(links, exist_ok=True)
+    for device in layout_plan["devices"]:
+        kind = device["kind"]
+        d = pcie_tree.sysfs_dir(dest, device)
+        os.makedirs(d, exist_ok=True)
+        os.symlink(os.path.relpath(d, links), os.path.join(links, device["bdf"]))
+        if kind == "gpu":
+            gpu_dirs[device["bdf"]] = d
+            gpu = next(g for g in gpus if g["bdf"] == device["bdf"])
+            ident = (AMD_VENDOR, gpu["device_id"], ACCEL_CLASS)
+            space = pcie_tree.config_bytes(*ident, 0, speed, width, ari=True, aspm=tree.get("aspm", 0),
+                                           rebar=tuple(tree["gpu_rebar"]))
+        else:
+            spec = tree["root_port"] if kind == "root_port" else (rdma if kind == "nic" else tree["switch"])
+            ident = (spec["vendor"], spec["device"], spec["class"])
+            port = {"root_port": 4, "switch_up": 5, "switch_down": 6, "nic": 0}[kind]
+            acs = None if kind == "nic" else acs_faults.get(device["bdf"], int(str(tree.get("acs", 0)), 0))
+            space = pcie_tree.config_bytes(*ident, port, speed, width, bridge=device.get("bus_range"), acs=acs,
+                                           aspm=tree.get("aspm", 0), ari_forwarding=port in (4, 6),
+                                           ari=kind == "nic")
+            values = {"vendor": ident[0], "device": ident[1], "class": ident[2],
+                      "current_link_width": str(width), "max_link_width": str(width),
+                      "current_link_speed": f"{speed} GT/s PCIe", "max_link_speed": f"{speed} GT/s PCIe",
+                      "enable": "1"}
+            values.update(_pci_numa_files(device["numa"], layout, vm))
+            for key, val in values.items():
+                _write(os.path.join(d, key), f"{val}\n")
+        with open(os.path.join(d, "config"), "wb") as fh:
+            fh.write(space)
+        _files_written[0] += 1
+        if kind in ("gpu", "nic"):
+            counts = aer_faults.get(device["bdf"], {})
+            for aer_kind in ("correctable", "nonfatal", "fatal"):
+                _write(os.path.join(d, f"aer_dev_{aer_kind}"), pcie_tree.aer_text(aer_kind, counts.get(aer_kind)))
+    ib = os.path.join(dest, "sys", "class", "infiniband")
+    for k, nic in enumerate(layout_plan["nics"]):
+        nic_dir = os.path.realpath(os.path.join(links, nic["bdf"]))
+        name = f"{rdma.get('name_prefix', 'mlx5_')}{k}"
+        ib_dir = os.path.join(nic_dir, "infiniband", name)
+        os.makedirs(os.path.join(ib_dir, "ports", "1"))
+        os.symlink(os.path.join("..", ".."), os.path.join(ib_dir, "device"))
+        _write(os.path.join(ib_dir, "node_guid"), f"b83f:d203:00{k:02x}:{0x1c2d + k:04x}\n")
+        _write(os.path.join(ib_dir, "ports", "1", "state"), "4: ACTIVE\n")
+        _write(os.path.join(ib_dir, "ports", "1", "link_layer"), rdma.get("link_layer", "Ethernet") + "\n")
+        os.makedirs(ib, exist_ok=True)
+        os.symlink(os.path.relpath(ib_dir, ib), os.path.join(ib, name))
+    return gpu_dirs
 
 
 def _write_dev(dest, gpus):

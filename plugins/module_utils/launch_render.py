@@ -63,6 +63,9 @@ DEFAULTS = {
     "gres": True,
     "gres_type": "",
     "node_name": "NODE",
+    # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is empty
+    "rdma_nics": {},
+    "rdma_reason": "no RDMA NIC affinity given",
     "header": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten.",
 }
 
@@ -134,6 +137,11 @@ def validate_options(options):
     if opts["wrapper_content"] is not None and not isinstance(opts["wrapper_content"], str):
         _fail("wrapper_content", type(opts["wrapper_content"]).__name__, "is not text",
               "pass the content of the role's files/topotune-bind")
+    if not isinstance(opts["rdma_nics"], dict):
+        _fail("rdma_nics", opts["rdma_nics"], "is not a mapping", "map GPU PCI slot to NIC name, e.g. {'0000:0c:00': 'mlx5_0'}")
+    for slot, nic in opts["rdma_nics"].items():
+        _check_value("rdma_nics[%s]" % slot, str(nic))
+    opts["rdma_reason"] = " ".join(str(opts["rdma_reason"] or "").split())
     opts["membind"] = bool(opts["membind"])
     opts["gres"] = bool(opts["gres"])
     opts["header"] = " ".join(str(opts["header"]).split())
@@ -359,6 +367,29 @@ def container_indices(members):
     return [local[g] for g in members]
 
 
+def _slot(bdf):
+    return str(bdf or "").rsplit(".", 1)[0]
+
+
+def rdma_hca(p, members):
+    """``(NCCL_IB_HCA value or None, why not)`` for a group: its GPUs' NICs in GPU order, unless the user set
+    NCCL_IB_HCA (extra_env wins) or a GPU of the group has no clear NIC."""
+    opts = p["options"]
+    if "NCCL_IB_HCA" in opts["extra_env"]:
+        return None, "NCCL_IB_HCA set by launch_templates_extra_env"
+    if not opts["rdma_nics"]:
+        return None, opts["rdma_reason"] or "no RDMA NIC affinity"
+    by_index = {g["index"]: g for g in p["gpus"]}
+    names = []
+    for gpu in members:
+        nic = opts["rdma_nics"].get(_slot(by_index[gpu].get("bdf")))
+        if not nic:
+            return None, "GPU %d has no NIC of its own below its PCIe switch" % gpu
+        if nic not in names:
+            names.append(nic)
+    return ",".join(names), None
+
+
 def render_env(p, size, group):
     opts = p["options"]
     recipe = size["recipes"][group]
@@ -375,6 +406,10 @@ def render_env(p, size, group):
     env.append(("TOPOTUNE_NUMA_NODES", ",".join(str(n) for n in recipe["numa_nodes"]) if recipe["numactl"] else ""))
     env.append(("TOPOTUNE_CPUS", cpu_text))
     env.append(("HSA_OVERRIDE_CPU_AFFINITY_DEBUG", "0"))
+    hca, _unused = rdma_hca(p, members)
+    if hca:
+        # RCCL reads NCCL_IB_HCA: the NICs below the group's own PCIe switches, in GPU order
+        env.append(("NCCL_IB_HCA", hca))
     env.extend(sorted(opts["extra_env"].items()))
     head = [
         "# " + opts["header"],
@@ -436,6 +471,9 @@ def render_readme(p, topology):
     ]
     if opts["gres"]:
         out.append("Slurm gres.conf fragment: %s/gres.conf" % opts["dest"])
+    hca, why = rdma_hca(p, [g["index"] for g in p["gpus"]])
+    out.append("RDMA: NCCL_IB_HCA in each group's env file = the NICs below its GPUs' PCIe switches (node: %s)" % hca
+               if hca else "RDMA: NCCL_IB_HCA not set: %s" % why)
     if p["warnings"]:
         out += ["", "Warnings:"] + ["  - " + w for w in p["warnings"]]
     return "\n".join(out) + "\n"

@@ -26,6 +26,7 @@ the check; the ``cvs`` key names the CVS test.
 import os
 import re
 
+from . import pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .sysroot import join, list_dir, read_text
 
@@ -171,6 +172,8 @@ def gather(sysroot="/"):
         "cpus_possible": _possible_cpus(sysroot),
     }
     facts.update(_gather_cpus(sysroot))
+    # PCIe and RDMA health (module_utils/pcie_health.py): bridges, NICs, config space, AER counters
+    facts["pcie"] = pcie_health.gather(sysroot)
     return facts
 
 
@@ -252,7 +255,7 @@ def _as_guest(results, variant, gen):
     out = []
     attest = {item["id"] for item in (gen or {}).get("bios_attest") or []}
     for res in results:
-        if res["id"] in HOST_ONLY or res["id"] in attest:
+        if res["id"] in HOST_ONLY or res["id"] in attest or res["id"] in pcie_health.HOST_ONLY:
             res = dict(res, status="unknown", observed="%s (SR-IOV virtual function %s): %s" % (
                 variant["name"], variant["device_id"], res["observed"]),
                 remediation="a guest sees the hypervisor's virtual link, NUMA and IOMMU: check %s on the host"
@@ -593,6 +596,8 @@ def run_checks(facts, knowledge, options=None):
         _check_bios_version(facts, options),
     ])
     results.extend(_check_attest(gen))
+    # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
+    results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}))
     variant = device_variant(facts["gpus"], gen)
     if variant and variant.get("kind") == "vf":
         results = _as_guest(results, variant, gen)

@@ -29,7 +29,7 @@ import os
 
 from .errors import TopotuneError
 
-__all__ = ["RAISE", "SysrootError", "join", "list_dir", "numeric_entries", "read_int",
+__all__ = ["RAISE", "SysrootError", "join", "list_dir", "numeric_entries", "read_bytes", "read_int",
            "read_properties", "read_text"]
 
 RAISE = object()
@@ -75,6 +75,27 @@ def read_text(path, default=RAISE):
             return default
         reason = err.strerror or err.__class__.__name__
         raise SysrootError("cannot read %s: %s" % (path, reason), path) from None
+
+
+def read_bytes(path, limit=4096, default=RAISE):
+    """Return up to ``limit`` raw bytes of ``path`` (a PCI ``config`` file: a binary attribute)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks, size = [], 0
+            while size < limit:
+                data = os.read(fd, limit - size)
+                if not data:
+                    break
+                chunks.append(data)
+                size += len(data)
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+    except OSError as err:
+        if default is not RAISE:
+            return default
+        raise SysrootError("cannot read %s: %s" % (path, err.strerror or err.__class__.__name__), path) from None
 
 
 def _to_int(text):

@@ -32,6 +32,15 @@ options:
         C(playbooks/topology.yml)). Its C(cpu_topology) gives Slurm core indices and L3 domains.
     type: dict
     required: true
+  sysroot:
+    description:
+      - Root of the node's sysfs, read for the RDMA NICs and the PCIe switch each sits below
+        (C(sys/class/infiniband/*/device)). When every GPU has exactly one NIC below its own PCIe switch or root
+        port, each group's env file gets C(NCCL_IB_HCA) = its GPUs' NICs in GPU order (RCCL reads it); otherwise
+        none is written and the README says why. A C(NCCL_IB_HCA) in O(extra_env) always wins.
+      - Set to an empty string to skip the NIC lookup.
+    type: path
+    default: /
   sizes:
     description: Group sizes to generate (each should divide the GPU count; 1, 2, 4, 8 are typical).
     type: list
@@ -183,6 +192,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
+from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import gather as gather_pcie
+from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
 
 
 class LaunchTemplates:
@@ -198,6 +209,12 @@ class LaunchTemplates:
             "gres_type", "node_name", "header")}
         if not options["node_name"]:
             options["node_name"] = socket.gethostname().split(".")[0] or "NODE"
+        if self.params["sysroot"]:
+            affinity = nic_affinity(gather_pcie(self.params["sysroot"]))
+            if affinity["nccl_ib_hca"]:
+                options["rdma_nics"] = {p["gpu"].rsplit(".", 1)[0]: p["nic"] for p in affinity["pairs"]}
+            else:
+                options["rdma_reason"] = affinity["reason"]
         result = render(self.params["topology"], options)
         for warning in result["warnings"]:
             self.module.warn(warning)
@@ -242,6 +259,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "topology": {"type": "dict", "required": True},
+            "sysroot": {"type": "path", "default": "/"},
             "sizes": {"type": "list", "elements": "int", "default": [2, 4, 8]},
             "default_size": {"type": "int"},
             "dest": {"type": "path", "default": "/etc/topotune/launch"},

@@ -30,6 +30,10 @@ options:
       - The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically
         C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node,
         which does not have the collection's data files.
+      - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
+        (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
+        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources; without it they run with built-in
+        defaults and no source.
     type: dict
     required: true
   generation:
@@ -108,6 +112,15 @@ summary:
   returned: always
   type: dict
   sample: {pass: 12, warn: 3, fail: 1, unknown: 6, total: 22, worst: fail}
+rdma_affinity:
+  description:
+    - Closest RDMA NIC per physical GPU (C(pairs) with C(gpu), C(nic), C(nic_bdf), C(level) = switch, root_port,
+      numa or far), the C(NCCL_IB_HCA) suggestion (NICs in GPU order) when every GPU has exactly one NIC below
+      its own PCIe switch or root port, else null with C(reason), and C(problems) found.
+  returned: always
+  type: dict
+  sample: {pairs: [{gpu: "0000:0c:00.0", nic: mlx5_0, nic_bdf: "0000:0d:00.0", level: switch}],
+           nccl_ib_hca: "mlx5_0", reason: null, problems: []}
 generation:
   description: Name of the GPU generation the expectations came from, or null when none matched.
   returned: always
@@ -118,6 +131,7 @@ generation:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
     detect_generation,
     gather,
@@ -147,6 +161,7 @@ class PlatformChecks:
             "results": results,
             "summary": summarize(results),
             "generation": gen["name"] if gen else None,
+            "rdma_affinity": nic_affinity(facts["pcie"]),
         }
 
 

@@ -67,9 +67,27 @@ class Tree:
                          for m in minors]
         self.pci = {
             bdf: {f: _read(os.path.join(root, PCI, bdf), f) for f in os.listdir(os.path.join(root, PCI, bdf))
-                  if os.path.isfile(os.path.join(root, PCI, bdf, f))}
+                  if os.path.isfile(os.path.join(root, PCI, bdf, f)) and f != "config"}
             for bdf in os.listdir(os.path.join(root, PCI))
         }
+
+    def rdma_numa(self):
+        """``{name: numa_node}`` of the RDMA devices, through sys/class/infiniband/<name>/device."""
+        ib = os.path.join(self.root, "sys/class/infiniband")
+        return {name: int(_read(os.path.join(ib, name), "device/numa_node"))
+                for name in (os.listdir(ib) if os.path.isdir(ib) else [])}
+
+    def acs_control(self, bdf):
+        """ACS control word, read by walking the extended capabilities by hand (PCIe spec layout)."""
+        with open(os.path.join(self.root, PCI, bdf, "config"), "rb") as fh:
+            data = fh.read()
+        pos = 0x100
+        while pos and pos + 8 <= len(data):
+            header = int.from_bytes(data[pos:pos + 4], "little")
+            if header & 0xFFFF == 0x000D:
+                return int.from_bytes(data[pos + 6:pos + 8], "little")
+            pos = header >> 20
+        return None
 
     def accel_bdfs(self):
         return sorted(b for b, v in self.pci.items() if v["vendor"] == "0x1002" and v["class"] == "0x120000")
@@ -157,6 +175,13 @@ CHECKS = {
     "kfd_missing_properties": lambda t, v: [n for n, p in t.nodes.items() if p is None] == v,
     "kfd_missing_io_links": lambda t, v: [n for n, links in t.links.items() if links is None] == v,
     "kfd_verbatim": lambda t, v: _same_tree(_capture_nodes(v), os.path.join(t.root, KFD, "nodes")),
+    "rdma_nics": lambda t, v: len(t.rdma_numa()) == v,
+    "nic_numa": lambda t, v: [numa for _unused, numa in sorted(t.rdma_numa().items())] == v,
+    "acs_enabled_bridges": lambda t, v: sorted(
+        b for b in t.pci if (t.acs_control(b) or 0) != 0) == v,
+    "aer_fatal_bdfs": lambda t, v: sorted(
+        b for b, files in t.pci.items() if files.get("aer_dev_fatal", "").endswith(tuple(
+            f"TOTAL_ERR_FATAL {n}" for n in range(1, 100)))) == v,
     "l3_count": lambda t, v: len(t.l3_domains()) == v,
     "l3_cpulists": lambda t, v: t.l3_domains() == [frozenset(_parse_list(d)) for d in v],
     "l3_cpulists_include": lambda t, v: {frozenset(_parse_list(d)) for d in v} <= set(t.l3_domains()),
@@ -508,5 +533,6 @@ def test_build_reports_the_files_it_wrote(tmp_path, name):
 
 def test_firmware_versions_are_written_as_amdgpu_prints_them(built):
     tree = built("mi300x-8gpu-spx")
-    for bdf in os.listdir(os.path.join(tree.root, PCI)):
+    assert tree.accel_bdfs()
+    for bdf in tree.accel_bdfs():  # the GPUs; bridges and NICs have no amdgpu firmware
         assert _read(os.path.join(tree.root, PCI, bdf), "fw_version/mec_fw_version") == "0x000000b1"
