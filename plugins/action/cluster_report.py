@@ -58,12 +58,14 @@ class ActionModule(ActionBase):
         unreadable = ["%s %s: %s" % (host, section, entry["reason"])
                       for host, sections in sorted(data["hosts"].items())
                       for section, entry in sorted(sections.items()) if entry["state"] == "unreadable"]
-        if data["run"]["state"] == "unreadable":
+        if data["run"]["reason"]:
             unreadable.append("run summary: %s" % data["run"]["reason"])
         before = read_bytes(dest)
         changed = differs(dest, content, mode, root_owned=False)
         hosts = sorted(data["hosts"])
+        run = data["run"]["data"] or {}
         result.update(changed=changed, dest=dest, hosts=hosts, counts=counts, size=len(content), unreadable=unreadable,
+                      jobs=[str(j) for j in run.get("jobs") or []] if isinstance(run.get("jobs"), list) else [],
                       diff={"before": {"path": dest, "size": None if before is None else len(before)},
                             "after": {"path": dest, "size": len(content), "hosts": hosts}})
         if unreadable:

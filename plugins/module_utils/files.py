@@ -215,8 +215,10 @@ def stage(module, path, content, mode, root_owned, validate=None, temp_prefix=No
     (``.topotune-<temp_prefix>.<random>.tmp``; default the destination's name). module is the AnsibleModule, or None
     on the controller (see the module docstring)."""
     directory = os.path.dirname(path) or "."
+    # exist_ok: a concurrent writer (another slice of a sliced job writing the same report directory) may create it
+    # between the check and the call
     if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+        os.makedirs(directory, 0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path, temp_prefix), suffix=TEMP_SUFFIX)
     staged = Staged(tmp, fd, path, mode)
     try:
@@ -302,7 +304,7 @@ def replace_symlink(path, src):
     new one, never none. Parent directories are created 0755."""
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+        os.makedirs(directory, 0o755, exist_ok=True)
     prefix = _temp_prefix(path)
     for _attempt in range(100):
         tmp = os.path.join(directory, "%s%s%s" % (prefix, os.urandom(4).hex(), TEMP_SUFFIX))

@@ -10,7 +10,10 @@ short_description: Write one self-contained HTML report of a GPU cluster from to
 description:
   - Reads the report directory the playbooks fill on the controller, C(topology/<host>.json)
     (playbooks/topology.yml), C(checks/<host>.json) (platform checks), C(drift/<host>.json),
-    C(benchmark/<host>.json) (playbooks/benchmark.yml) and C(run/summary.json) (failed and unreachable hosts).
+    C(benchmark/<host>.json) (playbooks/benchmark.yml) and the bring-up summaries C(run/site/<job id>.json), one
+    per job (playbooks/summary.yml), else C(run/summary.json) (failed and unreachable hosts).
+  - Each node's run status is the one of the latest bring-up job that ran it, so the slices of a job sliced by
+    AWX/AAP, each of which writes its own summary into the same directory, add up to the whole cluster.
   - Writes one HTML file with a cluster overview and, per node, a topology diagram (inline SVG, NUMA nodes as
     boxes, GPUs inside their NUMA node, direct xGMI links with their width by link count or bandwidth;
     partitioned CPX nodes drawn as physical devices with their partition count), GPU groups of 2, 4 and 8
@@ -74,7 +77,7 @@ dest:
   type: str
   sample: /srv/topotune/out/report.html
 hosts:
-  description: Nodes in the report (every host with at least one JSON file or listed in C(run/summary.json)).
+  description: Nodes in the report (every host with at least one JSON file or named in a run summary).
   returned: always
   type: list
   elements: str
@@ -90,6 +93,13 @@ size:
   returned: always
   type: int
   sample: 75433
+jobs:
+  description: The bring-up jobs (C(run/site/<job id>.json), check runs left out) whose union gives the run status,
+    oldest first; empty when the status comes from C(run/summary.json) or is missing.
+  returned: always
+  type: list
+  elements: str
+  sample: ['4101', '4102', '4103', '4104']
 unreadable:
   description: One line per file that could not be used (also given as warnings).
   returned: always

@@ -10,7 +10,8 @@ with the jinja2 templates in ``report_templates/`` (autoescaped: every value bel
     ``topology/<host>.json`` (the topology model), ``launch/<host>.json`` (the launch plan the launch_templates
     role applied: groups, bindings, gres summary), ``checks/<host>.json`` (platform checks),
     ``drift/<host>.json`` (drift of managed settings), ``benchmark/<host>.json`` (rccl-tests run, comparison,
-    advice). ``run/summary.json`` (failed / unreachable hosts of the last play run) is read too.
+    advice). The run status of each host comes from the per-job bring-up summaries ``run/site/<job id>.json``
+    (their union: ``load_run_summaries``), else from ``run/summary.json`` (failed / unreachable hosts).
 ``load_report_dir(path)``
     ``{"report_dir", "hosts": {host: {section: {"state": "ok"|"missing"|"unreadable", "data", "reason",
     "file"}}}, "run": {...}, "as_of"}``. Every file is optional; a missing, unreadable, malformed or
@@ -105,16 +106,10 @@ def load_report_dir(path):
             match = _HOST_FILE.match(name)
             if match and os.path.isfile(os.path.join(folder, name)):
                 found.setdefault(match.group(1), {})[section] = os.path.join(folder, name)
-    run_file = os.path.join(path, "run", "summary.json")
-    if os.path.isfile(run_file):
-        run, reason = _read_json(run_file)
-        if reason is None and not isinstance(run, dict):
-            reason = "%s: expected a JSON object" % run_file
-        data["run"] = {"state": "unreadable" if reason else "ok", "data": None if reason else run,
-                       "reason": reason, "file": run_file}
-        newest = max(newest, os.path.getmtime(run_file))
+    data["run"], run_newest = load_run_summaries(path)
+    newest = max(newest, run_newest)
     run = data["run"]["data"] or {}
-    for key in ("failed_hosts", "unreachable_hosts"):
+    for key in ("completed_hosts", "failed_hosts", "unreachable_hosts"):
         for host in _host_list(run, key):
             found.setdefault(host, {})
     for host in sorted(found):
@@ -140,6 +135,80 @@ def load_report_dir(path):
     if newest:
         data["as_of"] = newest
     return data
+
+
+# ------------------------------------------------------------------------------------------------ run summaries
+def _job_key(job):
+    return (str(job.get("finished") or ""), str(job.get("job_id") or ""))
+
+
+def union_of_jobs(jobs):
+    """One bring-up summary from the summaries of several jobs (``run/site/<job id>.json``): each host's status is
+    the one of the latest job (by ``finished``, then job id) that ran it, so the slices of a sliced job add up and a
+    later run on some nodes updates only those. Check-mode jobs are left out (they applied nothing)."""
+    status, failures, order = {}, {}, []
+    for job in sorted((j for j in jobs if not j.get("check_mode")), key=_job_key):
+        order.append(job)
+        unreachable = set(_host_list(job, "unreachable_hosts"))
+        failed = set(_host_list(job, "failed_hosts"))
+        ran = _host_list(job, "hosts") + _host_list(job, "completed_hosts") + sorted(failed | unreachable)
+        job_failures = job.get("failures") if isinstance(job.get("failures"), dict) else {}
+        for host in ran:
+            status[host] = "unreachable" if host in unreachable else "failed" if host in failed else "ok"
+            if host in job_failures:
+                failures[host] = job_failures[host]
+            else:
+                failures.pop(host, None)
+    return {
+        "playbook": "site", "hosts": sorted(status),
+        "completed_hosts": sorted(h for h, s in status.items() if s == "ok"),
+        "failed_hosts": sorted(h for h, s in status.items() if s == "failed"),
+        "unreachable_hosts": sorted(h for h, s in status.items() if s == "unreachable"),
+        "failures": {h: failures[h] for h in sorted(failures)},
+        "finished": order[-1].get("finished") if order else None,
+        "jobs": [text(j.get("job_id")) for j in order],
+    }
+
+
+def load_run_summaries(path):
+    """``(run, newest mtime)``: the bring-up status of every host, from the per-job summaries under ``run/site/``
+    (their union, ``union_of_jobs``), else from ``run/summary.json`` (report directories of earlier releases, or
+    written by hand). An unreadable per-job file is named in ``reason`` and left out; the others still count."""
+    run = {"state": "missing", "data": None, "reason": None, "file": None}
+    newest = 0.0
+    jobs_dir = os.path.join(path, "run", "site")
+    try:
+        names = sorted(n for n in os.listdir(jobs_dir) if _HOST_FILE.match(n))
+    except OSError:
+        names = []
+    jobs, reasons = [], []
+    for name in names:
+        job_file = os.path.join(jobs_dir, name)
+        if not os.path.isfile(job_file):
+            continue
+        job, reason = _read_json(job_file)
+        if reason is None and not isinstance(job, dict):
+            reason = "%s: expected a JSON object" % job_file
+        if reason:
+            reasons.append(reason)
+            continue
+        newest = max(newest, os.path.getmtime(job_file))
+        if not job.get("check_mode"):
+            jobs.append(job)
+    if jobs:
+        return dict(run, state="ok", data=union_of_jobs(jobs), reason="; ".join(reasons) or None,
+                    file=jobs_dir), newest
+    if reasons:
+        return dict(run, state="unreadable", reason="; ".join(reasons), file=jobs_dir), newest
+    run_file = os.path.join(path, "run", "summary.json")
+    if os.path.isfile(run_file):
+        data, reason = _read_json(run_file)
+        if reason is None and not isinstance(data, dict):
+            reason = "%s: expected a JSON object" % run_file
+        run = {"state": "unreadable" if reason else "ok", "data": None if reason else data, "reason": reason,
+               "file": run_file}
+        newest = max(newest, os.path.getmtime(run_file))
+    return run, newest
 
 
 # ------------------------------------------------------------------------------------------------ summary
@@ -652,7 +721,8 @@ def report_view(data, title=None):
         "as_of": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(data["as_of"])) if data.get("as_of") else "no data",
         "counts": dict(counts, failed=len(counts["failed_hosts"]), unreachable=len(counts["unreachable_hosts"])),
         "run": {"state": run["state"], "reason": text(run.get("reason")), "playbook": text(info.get("playbook") or "?"),
-                "finished": text(info.get("finished") or "?")},
+                "finished": text(info.get("finished") or "?"),
+                "jobs": len(info["jobs"]) if isinstance(info.get("jobs"), list) else None},
         "overview": [_overview_row(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
         "nodes": [_node_view(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
     }

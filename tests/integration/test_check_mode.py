@@ -59,7 +59,8 @@ CONTROLLER_WRITES = {
     "Discover the GPU topology | Keep every node's model on the controller (topology/<host>.json)",
     "Platform checks (read-only verification) | topotune.instinct.platform_checks : Write the JSON reports on the "
     "controller (<platform_checks_report_dir>/<host>.json)",
-    "Run summary | Record which nodes completed",
+    "Run summary | Record which nodes completed (run/<playbook>/<job id>.json)",
+    "Run summary | Point run/<playbook>.json (and run/summary.json for a bring-up) at this job's summary",
 }
 
 # Non-default role variables per profile, so every writing task of the roles runs somewhere.
