@@ -1,0 +1,326 @@
+"""Rolling reboots (playbooks/reboot.yml, docs/fleet-reboots.md) on simulated nodes, drained through a real Slurm.
+
+Two sets of nodes, each started once for the tests that use it:
+
+- ``slurm``: one node running a real Slurm 22.05 (slurmctld, slurmd, munge; tests/integration/slurm_node.py). The
+  reboot goes through Slurm: drain, wait until drained, reboot, check the parameters, resume. Observed with
+  ``scontrol``/``sinfo`` while the play runs, and at the moment of the reboot (the stand-in below logs the state).
+- ``batch``: three nodes without Slurm, ``kernel_tuning_reboot_batch=2``: batches [2, 1]; a failed node in the first
+  batch stops the second.
+
+Each node first gets its kernel parameters pending the real way: the kernel_tuning role runs on it (the simulated
+command line lacks ``iommu=pt pci=realloc=off pci=bfsort``; the role writes the GRUB drop-in and the pending-reboot
+record).
+
+A container cannot reboot, so ``kernel_tuning_reboot_command`` points to REBOOT_STUB, which stands in for the reboot
+syscall and nothing else of topotune: it makes the node's simulated kernel state what the next boot would make it
+(the command line the GRUB drop-in gives, a new boot id under /sim) and logs the time and the node's Slurm state.
+Everything else (ansible.builtin.reboot waiting for the new boot id, the checks, scontrol, sinfo) is real.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from slurm_node import SlurmNode  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+PREFIX = "tt-rboot"
+PROFILE = "mi300x-8gpu-2cpu"
+BATCH_NODES = ["%s-%02d-%s" % (PREFIX, i + 1, PROFILE) for i in range(3)]
+SLURM_NODE = "%s-slurm-%d" % (PREFIX, os.getpid())
+RECORD = "/etc/topotune/reboot-pending.json"
+WANTED = ["iommu=pt", "pci=realloc=off", "pci=bfsort"]   # knowledge/gpu_generations.yml, every Instinct GPU
+STUB = "/usr/local/sbin/tt-reboot-stub"
+LOG = "/var/log/tt-reboot.log"
+# What a reboot does to the simulated kernel state: the command line of the next boot (GRUB appends the drop-in's
+# parameters to the running ones), a new boot id. `--lose-parameters` boots without them (a bootloader that ignored
+# the drop-in). Each call logs: epoch time, node, the node's Slurm state and reason at that moment.
+REBOOT_STUB = r"""#!/bin/sh
+set -e
+now=$(date +%s.%N)
+state=$(scontrol show node "$(hostname)" -o 2>/dev/null | grep -o 'State=[^ ]*' || echo State=none)
+echo "$now $(hostname) $state" >> /var/log/tt-reboot.log
+if [ "$1" != --lose-parameters ]; then
+  params=$(sed -n 's/^GRUB_CMDLINE_LINUX="\$GRUB_CMDLINE_LINUX \(.*\)"$/\1/p' /etc/default/grub.d/90-topotune.cfg)
+  echo "$(cat /sim/proc/cmdline) $params" > /sim/proc/cmdline
+fi
+cat /proc/sys/kernel/random/uuid > /sim/proc/sys/kernel/random/boot_id
+sleep "${TT_REBOOT_SECONDS:-1}"
+"""
+TUNE_PLAY = """\
+- name: Tune the kernel (records the pending reboot)
+  hosts: all
+  gather_facts: false
+  roles:
+    - role: topotune.instinct.kernel_tuning
+"""
+
+
+def sh(node, script, check=True):
+    proc = subprocess.run(["docker", "exec", node, "sh", "-c", script], capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s: %s failed: %s" % (node, script, proc.stderr or proc.stdout))
+    return proc.stdout
+
+
+def write_inventory(path, nodes, report_dir):
+    hosts = {name: {} for name in nodes}
+    data = {"all": {"hosts": hosts, "vars": {
+        "ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3",
+        "topotune_sysroot": "/sim", "topotune_report_dir": str(report_dir),
+        "kernel_tuning_reboot_command": STUB}}}
+    path.write_text(json.dumps(data, indent=2))
+
+
+def prepare(node):
+    """The stand-in, a boot id, and the node's first command line kept to put back between tests."""
+    subprocess.run(["docker", "exec", "-i", node, "sh", "-c", "cat > %s && chmod 0755 %s" % (STUB, STUB)],
+                   input=REBOOT_STUB, text=True, check=True, capture_output=True)
+    sh(node, "mkdir -p /sim/proc/sys/kernel/random && cat /proc/sys/kernel/random/uuid > /sim/proc/sys/kernel/random/boot_id"
+             " && cp /sim/proc/cmdline /root/cmdline.first")
+
+
+def ansible_playbook(inventory, playbook, *args, background=False):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    argv = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(playbook), *args]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc if background else (proc.wait(timeout=300), proc.stdout.read())
+
+
+def set_pending(node, record):
+    """Back to the state kernel_tuning left: the first command line, the pending-reboot record."""
+    sh(node, "cp /root/cmdline.first /sim/proc/cmdline && mkdir -p /etc/topotune && cat > %s <<'EOF'\n%sEOF\n: > %s"
+       % (RECORD, record, LOG))
+
+
+def reboots(node):
+    """The stand-in's log lines: [(epoch seconds, Slurm State=...)]."""
+    return [(float(t), state) for t, _node, state in (line.split() for line in sh(node, "cat %s 2>/dev/null || true" % LOG).splitlines())]
+
+
+def cmdline(node):
+    return sh(node, "cat /sim/proc/cmdline").split()
+
+
+def recap(output):
+    counts = {}
+    for line in output.split("PLAY RECAP")[-1].splitlines():
+        parts = line.split()
+        if len(parts) > 2 and parts[1] == ":" and parts[2].startswith("ok="):
+            counts[parts[0]] = {k: int(v) for k, v in (p.split("=") for p in parts[2:])}
+    return counts
+
+
+def tune(work, inventory, nodes):
+    """Run kernel_tuning on the nodes: the kernel parameters are now pending; returns the record's text."""
+    play = work / "tune.yml"
+    play.write_text(TUNE_PLAY)
+    rc, out = ansible_playbook(inventory, play)
+    assert rc == 0, out[-3000:]
+    texts = {node: sh(node, "cat %s" % RECORD) for node in nodes}
+    for node, text in texts.items():
+        record = json.loads(text)
+        assert record["pending"] == ["+" + p for p in WANTED], record
+        assert sh(node, "stat -c '%U %a' " + RECORD).split() == ["root", "644"]
+    return texts
+
+
+# --- Slurm ----------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    work = tmp_path_factory.mktemp("reboot-slurm")
+    node = SlurmNode(PROFILE, name=SLURM_NODE).start()
+    try:
+        node.configure("", "Sockets=1 CoresPerSocket=2 ThreadsPerCore=1")
+        prepare(node.name)
+        inventory = work / "hosts.yml"
+        write_inventory(inventory, [node.name], work / "out")
+        record = tune(work, inventory, [node.name])[node.name]
+        yield {"node": node, "work": work, "inventory": inventory, "record": record}
+    finally:
+        node.stop()
+
+
+def reboot_via_slurm(slurm, *extra, background=False):
+    return ansible_playbook(slurm["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
+                            "-e", "kernel_tuning_reboot_via=slurm", "-e", "kernel_tuning_reboot_drain_poll=1", *extra,
+                            background=background)
+
+
+def watch_states(node, proc):
+    """sinfo's state of the node every 0.2 s while proc runs: the distinct states in the order seen."""
+    seen = []
+
+    def poll():
+        while proc.poll() is None:
+            state = node.run(["sinfo", "--noheader", "--Node", "--nodes=" + node.name, "--format=%T"]).stdout.strip()
+            state = state.rstrip("*~#!%$@^-")   # flags: not responding, powered down, ...
+            if state and (not seen or seen[-1] != state):
+                seen.append(state)
+            time.sleep(0.2)
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    return seen, thread
+
+
+def test_pending_node_is_drained_for_the_reboot_then_resumed(slurm):
+    node = slurm["node"]
+    assert node.node_info()["State"] == "IDLE"
+    proc = reboot_via_slurm(slurm, background=True)
+    seen, thread = watch_states(node, proc)
+    out = proc.communicate(timeout=300)[0]
+    thread.join()
+    assert proc.returncode == 0, out[-3000:]
+    # at the reboot, Slurm had the node drained (idle, no jobs), with topotune's reason
+    [(_when, state)] = reboots(node.name)
+    assert state == "State=IDLE+DRAIN", state
+    assert "drained" in seen and seen[-1] == "idle", seen
+    info = node.node_info()
+    assert info["State"] == "IDLE" and "Reason" not in info, info
+    # the parameters are live, the record gone, and a second run has nothing to reboot
+    assert set(WANTED) <= set(cmdline(node.name))
+    assert sh(node.name, "test -e %s && echo present || echo absent" % RECORD).strip() == "absent"
+    rc, out = reboot_via_slurm(slurm)
+    assert rc == 0 and "skipping: no hosts matched" in out and reboots(node.name) == [(_when, state)], out[-2000:]
+
+
+def in_order(seen, wanted):
+    """wanted appear in seen in this order (other states may come between)."""
+    positions = [seen.index(w) if w in seen else -1 for w in wanted]
+    return -1 not in positions and positions == sorted(positions)
+
+
+def test_drain_waits_for_the_running_job(slurm):
+    """The job runs until the test releases it, once Slurm shows the node draining and no reboot has happened."""
+    node = slurm["node"]
+    set_pending(node.name, slurm["record"])
+    node.sh("rm -f /tmp/tt-release")
+    job = node.sbatch("-o", "/dev/null", "--wrap", "while [ ! -e /tmp/tt-release ]; do sleep 0.2; done")
+    deadline = time.monotonic() + 30
+    while node.job(job).get("JobState") != "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc = reboot_via_slurm(slurm, background=True)
+    seen, thread = watch_states(node, proc)
+    deadline = time.monotonic() + 120
+    while "draining" not in seen and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)   # two sinfo polls of the play: still draining, still not rebooted
+    assert seen[-1] == "draining" and reboots(node.name) == [] and proc.poll() is None, seen
+    node.sh("touch /tmp/tt-release")
+    out = proc.communicate(timeout=300)[0]
+    thread.join()
+    assert proc.returncode == 0, out[-3000:]
+    assert in_order(seen, ["mixed", "draining", "drained", "idle"]) and seen[-1] == "idle", seen
+    end = node.job(job)
+    assert end["JobState"] == "COMPLETED", end
+    # the reboot came after the job ended, on a drained node
+    [(when, state)] = reboots(node.name)
+    assert state == "State=IDLE+DRAIN"
+    ended = subprocess.run(["date", "-d", end["EndTime"], "+%s"], capture_output=True, text=True, check=True).stdout
+    assert when >= int(ended)
+    assert node.node_info()["State"] == "IDLE"
+
+
+def test_drain_timeout_leaves_the_node_drained_saying_why(slurm):
+    node = slurm["node"]
+    set_pending(node.name, slurm["record"])
+    job = node.sbatch("-o", "/dev/null", "--wrap", "sleep 60")
+    try:
+        rc, out = reboot_via_slurm(slurm, "-e", "kernel_tuning_reboot_drain_timeout=3")
+        assert rc != 0
+        info = node.node_info()
+        assert info["State"] in ("MIXED+DRAIN", "ALLOCATED+DRAIN"), info
+        reason = node.scontrol("show", "node", node.name)
+        assert "Reason=topotune: jobs still running after 3s; kernel parameters pending reboot" in reason, reason
+        fatal = [line for line in out.splitlines() if line.startswith("fatal: [%s]" % node.name)][-1]
+        assert "jobs still running after 3s (Wait until Slurm reports the node drained" in fatal, fatal
+        assert "Left drained in Slurm (%s)" % node.name in fatal and "State=RESUME" in fatal
+        assert reboots(node.name) == [] and "iommu=pt" not in cmdline(node.name)
+    finally:
+        node.run(["scancel", job])
+        node.scontrol("update", "NodeName=" + node.name, "State=RESUME", check=False)
+
+
+# --- batches without Slurm -------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    work = tmp_path_factory.mktemp("reboot-batch")
+    inventory = work / "hosts.yml"
+    cluster = [sys.executable, os.path.join(REPO, "sim", "cluster.py")]
+    subprocess.run(cluster + ["up", "--prefix", PREFIX, "--profiles", ",".join([PROFILE] * len(BATCH_NODES)),
+                              "--inventory", str(work / "unused.yml")], check=True, capture_output=True, text=True)
+    try:
+        write_inventory(inventory, BATCH_NODES, work / "out")
+        for node in BATCH_NODES:
+            prepare(node)
+        records = tune(work, inventory, BATCH_NODES)
+        yield {"work": work, "inventory": inventory, "records": records}
+    finally:
+        subprocess.run(cluster + ["down", "--prefix", PREFIX], check=False, capture_output=True)
+
+
+def batches(output):
+    """The hosts of each batch, in order: one 'PLAY [Reboot in batches]' section per batch."""
+    sections = output.split("PLAY [Reboot in batches]")[1:]
+    return [sorted(set(re.findall(r"^(?:ok|changed|fatal): \[([^\]]+)\]", s.split("PLAY RECAP")[0], re.M))) for s in sections]
+
+
+def test_reboots_in_batches_one_after_the_other(batch):
+    rc, out = ansible_playbook(batch["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
+                               "-e", "kernel_tuning_reboot_batch=2")
+    assert rc == 0, out[-3000:]
+    assert batches(out) == [BATCH_NODES[:2], BATCH_NODES[2:]]
+    first, second = ([t for node in group for t, _state in reboots(node)] for group in (BATCH_NODES[:2], BATCH_NODES[2:]))
+    assert len(first) == 2 and len(second) == 1
+    # each stand-in takes 1 s: the second batch's reboot starts after the first batch's both ended
+    assert second[0] >= max(first) + 1, (first, second)
+    for node in BATCH_NODES:
+        assert set(WANTED) <= set(cmdline(node))
+        assert sh(node, "test -e %s && echo present || echo absent" % RECORD).strip() == "absent"
+
+
+def test_check_mode_names_the_nodes_and_reboots_nothing(batch):
+    for node in BATCH_NODES:
+        set_pending(node, batch["records"][node])
+    rc, out = ansible_playbook(batch["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--check",
+                               "-e", "kernel_tuning_reboot_batch=2")
+    assert rc == 0, out[-3000:]
+    assert "check mode: would reboot 3 node(s) in batches of 2 (max_fail_percentage 0) via none: %s" % ", ".join(BATCH_NODES) in out
+    assert "PLAY [Reboot in batches]" in out and not batches(out)[0]
+    for node in BATCH_NODES:
+        assert reboots(node) == [] and "iommu=pt" not in cmdline(node)
+
+
+def test_failed_node_stops_the_remaining_batches(batch):
+    for node in BATCH_NODES:
+        set_pending(node, batch["records"][node])
+    # the first node boots without the parameters (as with a bootloader that ignored the drop-in)
+    (batch["work"] / "host_vars").mkdir(exist_ok=True)
+    (batch["work"] / "host_vars" / ("%s.yml" % BATCH_NODES[0])).write_text(
+        "kernel_tuning_reboot_command: %s --lose-parameters\n" % STUB)
+    try:
+        rc, out = ansible_playbook(batch["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
+                                   "-e", "kernel_tuning_reboot_batch=2")
+    finally:
+        (batch["work"] / "host_vars" / ("%s.yml" % BATCH_NODES[0])).unlink()
+    assert rc != 0
+    assert batches(out) == [BATCH_NODES[:2]]
+    fatal = [line for line in out.splitlines() if line.startswith("fatal: [%s]" % BATCH_NODES[0])][-1]
+    assert "parameters not live after reboot" in fatal and "+iommu=pt" in fatal, fatal
+    # the other node of the batch finished; the second batch never started
+    assert len(reboots(BATCH_NODES[1])) == 1 and set(WANTED) <= set(cmdline(BATCH_NODES[1]))
+    assert reboots(BATCH_NODES[2]) == [] and "iommu=pt" not in cmdline(BATCH_NODES[2])
+    # the failed node keeps its record: a later run reboots it again
+    assert json.loads(sh(BATCH_NODES[0], "cat %s" % RECORD))["pending"] == ["+" + p for p in WANTED]
