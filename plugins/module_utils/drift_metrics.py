@@ -68,8 +68,8 @@ def _escape(value):
 def _number(value):
     if isinstance(value, bool):
         return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
     return repr(float(value))
 
 
