@@ -270,6 +270,7 @@ def main(argv=None):
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="checker configuration (default: %(default)s)")
     parser.add_argument("--stdout", action="store_true", help="print the metrics instead of writing the textfile")
     args = parser.parse_args(argv)
+    lock = None
     try:
         config = load_config(args.config)
         # the lock: one check at a time (the timer's, a manual run); a second one leaves at once, writing nothing
@@ -296,6 +297,9 @@ def main(argv=None):
     except TopotuneError as err:
         print("topotune-drift-check: %s" % err, file=sys.stderr)
         return 2
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock
     for stage, message in sorted(errors.items()):
         print("topotune-drift-check: stage %s failed: %s" % (stage, message), file=sys.stderr)
     return 1 if errors else 0
