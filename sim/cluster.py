@@ -53,7 +53,8 @@ def running_nodes(prefix=None):
     return sorted(row for row in rows if prefix is None or row[0].startswith(prefix + "-"))
 
 
-def start_node(name, profile):
+def start_node(name, profile, image=None):
+    """Start node ``name`` with the hardware of ``profile``, from ``image`` (default the node image, IMAGE)."""
     tree = os.path.join(STATE, "sysroots", name)
     sim_sysroot.build(profile, tree)
     docker("rm", "-f", name, check=False)
@@ -66,7 +67,7 @@ def start_node(name, profile):
         "--stop-signal", "SIGRTMIN+3",
         "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
         "-v", tree + ":/sim:rw",
-        IMAGE, "/lib/systemd/systemd",
+        image or IMAGE, "/lib/systemd/systemd",
     )
     # systemctl answers only once PID 1 has set up its private socket: retry until then.
     deadline = time.monotonic() + 90
