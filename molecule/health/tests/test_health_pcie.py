@@ -44,4 +44,3 @@ def test_pcie_checks_match_the_profile(profile, report):
         else:
             assert result["status"] == "pass", result
     assert report["pci_acs"]["cvs"] == "test_check_pci_acs"
-
