@@ -212,8 +212,8 @@ def nic_affinity(facts):
             pairs[gpu["bdf"]] = (near[0], _closeness(gpu, near[0]))
             taken.add(near[0]["bdf"])
         elif len(near) > 1:
-            unclear.append("%s has %d NICs below its switch (%s)" % (gpu["bdf"], len(near),
-                                                                  ", ".join(n["name"] for n in near)))
+            names = ", ".join(n["name"] for n in near)
+            unclear.append("%s has %d NICs below its switch (%s)" % (gpu["bdf"], len(near), names))
     for gpu in gpus:
         if gpu["bdf"] in pairs:
             continue
@@ -232,8 +232,8 @@ def nic_affinity(facts):
     gpu_numas = {g["numa_node"] for g in gpus}
     for nic in nics:
         if nic["numa_node"] is not None and nic["numa_node"] >= 0 and nic["numa_node"] not in gpu_numas:
-            problems.append("NIC %s (%s) sits on NUMA node %s, which has no GPU" % (nic["name"], nic["bdf"],
-                                                                                   nic["numa_node"]))
+            problems.append("NIC %s (%s) sits on NUMA node %s, which has no GPU"
+                            % (nic["name"], nic["bdf"], nic["numa_node"]))
     out = [{"gpu": g["bdf"], "nic": (pairs[g["bdf"]][0] or {}).get("name"), "nic_bdf": (pairs[g["bdf"]][0] or {}).get("bdf"),
             "level": pairs[g["bdf"]][1]} for g in gpus]
     reason = None
@@ -397,12 +397,12 @@ def check_large_bar(facts, knowledge):
         bars = ConfigSpace(gpu["config"]).resizable_bars()
         if not bars:
             continue
-        bar = bars[0]
-        sizes.add(human_bytes(bar["current_bytes"]))
-        top = max(bar["supported_bytes"] or [bar["current_bytes"]])
-        if bar["current_bytes"] < top:
-            small.append("%s BAR %d %s of %s" % (gpu["bdf"], bar["bar"], human_bytes(bar["current_bytes"]),
-                                                  human_bytes(top)))
+        first = bars[0]
+        sizes.add(human_bytes(first["current_bytes"]))
+        top = max(first["supported_bytes"] or [first["current_bytes"]])
+        if first["current_bytes"] < top:
+            small.append("%s BAR %d %s of %s"
+                         % (gpu["bdf"], first["bar"], human_bytes(first["current_bytes"]), human_bytes(top)))
     if not sizes:
         return _result("gpu_large_bar", "unknown", "no resizable BAR capability on the GPUs", expected,
                        "check 'Above 4G decoding' and 'Re-Size BAR support' in BIOS by hand", source)
@@ -433,8 +433,8 @@ def check_aer(facts, knowledge):
             counts = dev["aer"][kind]
             if counts is not None and counts["total"] > limits[kind]:
                 named = [n for n, v in sorted(counts.items()) if v and n != "total"]
-                over[kind].append("%s%s %s %d (%s)" % (dev["bdf"], " " + dev["name"] if dev.get("name") else "",
-                                                         kind, counts["total"], ", ".join(named) or "total"))
+                label = dev["bdf"] + (" " + dev["name"] if dev.get("name") else "")
+                over[kind].append("%s %s %d (%s)" % (label, kind, counts["total"], ", ".join(named) or "total"))
     if over["fatal"] or over["nonfatal"]:
         return _result("pcie_aer", spec.get("uncorrectable_level", "fail"), "; ".join(over["fatal"] + over["nonfatal"]),
                        expected, "uncorrectable PCIe errors since boot: reseat or replace the device/riser/retimer on "
@@ -458,4 +458,3 @@ def run_checks(facts, knowledge):
     if not facts:
         return []
     return [check(facts, knowledge) for check in CHECKS]
-

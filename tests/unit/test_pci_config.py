@@ -122,13 +122,13 @@ def test_decoder_agrees_with_lspci(bdf, data, want, lspci_text):
     assert ("Alternative Routing-ID Interpretation" in block) == (EXT_CAP_ARI in space.ext_capabilities())
     assert ("Advanced Error Reporting" in block) == (EXT_CAP_AER in space.ext_capabilities())
     # resizable BAR current size and the supported list
-    bar = re.search(r"BAR 0: current size: (\S+), supported: (.*)", block)
+    rebar_line = re.search(r"BAR 0: current size: (\S+), supported: (.*)", block)
     if space.resizable_bars():
         current = space.resizable_bars()[0]
-        assert bar.group(1) == human_bytes(current["current_bytes"])
-        assert bar.group(2).split() == [human_bytes(s) for s in current["supported_bytes"]]
+        assert rebar_line.group(1) == human_bytes(current["current_bytes"])
+        assert rebar_line.group(2).split() == [human_bytes(s) for s in current["supported_bytes"]]
     else:
-        assert bar is None and EXT_CAP_REBAR not in space.ext_capabilities()
+        assert rebar_line is None and EXT_CAP_REBAR not in space.ext_capabilities()
     # header: bus numbers of a bridge, the port type lspci names
     if space.header_type == 1:
         bus = re.search(r"Bus: primary=(\w+), secondary=(\w+), subordinate=(\w+)", block)
@@ -154,8 +154,7 @@ def test_decoder_reads_the_vector(bdf, data, want):
     (GPU, VECTORS[0][1]), (BRIDGE, VECTORS[3][1]), (NIC, VECTORS[5][1])])
 def test_header_identity(ident, data):
     space = ConfigSpace(data)
-    assert (space.vendor, space.device, space.class_code) == (int(ident[0], 16), int(ident[1], 16),
-                                                               int(ident[2], 16))
+    assert (space.vendor, space.device, space.class_code) == tuple(int(x, 16) for x in ident)
 
 
 def _loop_caps(data):
