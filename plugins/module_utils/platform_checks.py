@@ -26,6 +26,7 @@ the check; the ``cvs`` key names the CVS test.
 import os
 import re
 
+from . import gpu_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .sysroot import join, list_dir, read_text
 
@@ -171,6 +172,8 @@ def gather(sysroot="/"):
         "cpus_possible": _possible_cpus(sysroot),
     }
     facts.update(_gather_cpus(sysroot))
+    # GPU health (partitions, RAS, kernel log, firmware, power managers): module_utils/gpu_health.py
+    facts["health"] = gpu_health.gather(sysroot)
     return facts
 
 
@@ -593,6 +596,9 @@ def run_checks(facts, knowledge, options=None):
         _check_bios_version(facts, options),
     ])
     results.extend(_check_attest(gen))
+    # GPU health: only when gathered and knowledge/gpu_health.yml is passed (knowledge key gpu_health)
+    results.extend(gpu_health.run_checks(facts.get("health"), (knowledge or {}).get("gpu_health"), gen, facts,
+                                         options, host))
     variant = device_variant(facts["gpus"], gen)
     if variant and variant.get("kind") == "vf":
         results = _as_guest(results, variant, gen)

@@ -32,6 +32,16 @@ options:
         which does not have the collection's data files.
     type: dict
     required: true
+  gpu_health:
+    description:
+      - The parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds, kernel log patterns, power
+        managers), typically C(lookup('topotune.instinct.knowledge', 'gpu_health')). Empty leaves the GPU health
+        checks (C(gpu_partition_mode), C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log),
+        C(gpu_firmware_consistency), C(power_managers)) out.
+      - The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and the
+        file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).
+    type: dict
+    default: {}
   generation:
     description: Force the generation by name (for example C(MI300X)) instead of detecting it from PCI device ids.
     type: str
@@ -108,6 +118,20 @@ summary:
   returned: always
   type: dict
   sample: {pass: 12, warn: 3, fail: 1, unknown: 6, total: 22, worst: fail}
+inventory:
+  description:
+    - What the cross-node consistency comparison needs from this node (filter C(topotune.instinct.cluster_consistency)):
+      per physical GPU its VBIOS, C(fw_version) files and partition modes; the ROCm, kernel and BIOS versions
+      (null when unreadable).
+  returned: always
+  type: dict
+  sample:
+    gpus:
+      - {bdf: "0000:0c:00.0", vbios: 113-M3000100-102, firmware: {mec: "0x000000b1"}, compute_partition: SPX,
+         memory_partition: NPS1}
+    rocm_version: 6.4.1-112
+    kernel_release: 6.8.0-45-generic
+    bios_version: "1.0.0"
 generation:
   description: Name of the GPU generation the expectations came from, or null when none matched.
   returned: always
@@ -118,6 +142,7 @@ generation:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
     detect_generation,
     gather,
@@ -139,6 +164,8 @@ class PlatformChecks:
         options = {key: self.params[key] for key in
                    ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage",
                     "pending_cmdline", "skip")}
+        if self.params.get("gpu_health"):
+            knowledge = dict(knowledge, gpu_health=self.params["gpu_health"])
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         gen = detect_generation(facts["gpus"], knowledge["generations"], options["generation"])
@@ -147,6 +174,7 @@ class PlatformChecks:
             "results": results,
             "summary": summarize(results),
             "generation": gen["name"] if gen else None,
+            "inventory": inventory(facts.get("health"), facts),
         }
 
 
@@ -155,6 +183,7 @@ def main():
         argument_spec={
             "sysroot": {"type": "path", "default": "/"},
             "knowledge": {"type": "dict", "required": True},
+            "gpu_health": {"type": "dict", "default": {}},
             "generation": {"type": "str"},
             "gpu_count": {"type": "int", "default": 0},
             "bios_version": {"type": "str", "default": ""},
