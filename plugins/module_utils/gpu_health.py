@@ -41,7 +41,6 @@ ROCM_VERSION_FILE = "opt/rocm/.info/version"
 TUNED_PROFILE_FILE = "/etc/tuned/active_profile"
 _COUNT = re.compile(r"^\s*(ue|ce)\s*:\s*(\d+)\s*$")
 _BAD_PAGE = re.compile(r"^\s*0x[0-9a-fA-F]+\s*:\s*0x[0-9a-fA-F]+\s*:\s*([RPF])\s*$")
-_SOURCE_CVS = "ROCm/cvs"
 
 
 # ------------------------------------------------------------------------------------------------ gather
@@ -292,7 +291,7 @@ def _host_nps(facts):
 def _check_ras(health, spec):
     source = spec.get("source", "")
     gpus = [g for g in health["gpus"] if g["ras"] is not None]
-    cvs = "test_check_gpu_ras_errors"
+    cvs = None  # ROCm/cvs checks ECC through its health suites (RVS, AGFHC), not as a host_configs test
     if not gpus:
         return _result("gpu_ecc_errors", "unknown", "no ras/ directory on any GPU" if health["gpus"] else "no AMD GPU",
                        "0 uncorrectable errors", "RAS is off or unsupported (amdgpu ras_enable=0, a VF guest, an old "

@@ -120,15 +120,18 @@ summary:
   sample: {pass: 12, warn: 3, fail: 1, unknown: 6, total: 22, worst: fail}
 inventory:
   description:
-    - What the cross-node consistency comparison needs from this node (filter C(topotune.instinct.cluster_consistency)):
-      per physical GPU its VBIOS, C(fw_version) files and partition modes; the ROCm, kernel and BIOS versions
-      (null when unreadable).
+    - What the cross-node consistency comparison (filter C(topotune.instinct.cluster_consistency)) needs from this
+      node, per physical GPU its VBIOS, C(fw_version) files and partition modes, and the ROCm, kernel and BIOS
+      versions (null when unreadable).
   returned: always
   type: dict
   sample:
     gpus:
-      - {bdf: "0000:0c:00.0", vbios: 113-M3000100-102, firmware: {mec: "0x000000b1"}, compute_partition: SPX,
-         memory_partition: NPS1}
+      - bdf: "0000:0c:00.0"
+        vbios: 113-M3000100-102
+        firmware: {mec: "0x000000b1"}
+        compute_partition: SPX
+        memory_partition: NPS1
     rocm_version: 6.4.1-112
     kernel_release: 6.8.0-45-generic
     bios_version: "1.0.0"
