@@ -69,7 +69,7 @@ def compare(inventories):
         for host in odd:
             odd_nodes.setdefault(host, []).append(item)
         rows.append({"item": item, "label": label, "status": status, "majority": majority, "odd": odd,
-                     "values": {v: hosts for v, hosts in sorted(groups.items())}})
+                     "values": dict(sorted(groups.items()))})
     return {
         "nodes": nodes,
         "items": rows,
@@ -86,8 +86,8 @@ def lines(report):
         if row["status"] == "differs":
             odd = ", ".join("%s (%s)" % (h, next(v for v, hosts in row["values"].items() if h in hosts))
                             for h in row["odd"])
-            out.append("%s: %s on %d node(s); odd: %s" % (row["label"], row["majority"],
-                                                         len(row["values"][row["majority"]]), odd))
+            count = len(row["values"][row["majority"]])
+            out.append("%s: %s on %d node(s); odd: %s" % (row["label"], row["majority"], count, odd))
         elif row["status"] == "no_majority":
             out.append("%s: no majority: %s" % (row["label"], "; ".join(
                 "%s on %s" % (v, ", ".join(hosts)) for v, hosts in row["values"].items())))

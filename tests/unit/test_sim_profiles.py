@@ -121,6 +121,22 @@ def _counts(values):
 
 
 # ------------------------------------------------------------------------------- expect checkers
+
+
+def _listing(root, rel):
+    path = os.path.join(root, rel)
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def _firmware_outliers(t):
+    """BDFs whose fw_version/ set differs from the most common set among the physical GPUs."""
+    sets = {b: tuple(_read(t.root, f"{PCI}/{b}/fw_version/{f}") for f in _listing(t.root, f"{PCI}/{b}/fw_version"))
+            for b in t.pci if "current_compute_partition" in t.pci[b]}
+    counts = _counts(sets.values())
+    common = max(counts, key=counts.get)
+    return sorted(b for b, fw in sets.items() if fw != common)
+
+
 def _numa_of(tree):
     return [int(tree.pci[b]["numa_node"]) for b in tree.gpu_bdfs]
 
@@ -175,20 +191,6 @@ CHECKS = {
     "firmware_differs_bdfs": lambda t, v: _firmware_outliers(t) == v,
     "vbios_versions": lambda t, v: _counts(t.pci[b]["vbios_version"] for b in t.pci if "vbios_version" in t.pci[b]) == v,
 }
-
-
-def _listing(root, rel):
-    path = os.path.join(root, rel)
-    return sorted(os.listdir(path)) if os.path.isdir(path) else []
-
-
-def _firmware_outliers(t):
-    """BDFs whose fw_version/ set differs from the most common set among the physical GPUs."""
-    sets = {b: tuple(_read(t.root, f"{PCI}/{b}/fw_version/{f}") for f in _listing(t.root, f"{PCI}/{b}/fw_version"))
-            for b in t.pci if "current_compute_partition" in t.pci[b]}
-    counts = _counts(sets.values())
-    common = max(counts, key=counts.get)
-    return sorted(b for b, fw in sets.items() if fw != common)
 
 
 def _mask(text):
