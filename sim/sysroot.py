@@ -83,11 +83,18 @@ DEFAULTS = {
         "product_name": "topotune simulated node",
     },
     "faults": {},
+    # amdgpu's per-GPU files of the physical device (partition modes, VBIOS, RAS): none unless a profile sets them
+    "amdgpu": {},
+    "kernel_release": "6.8.0-45-generic",  # the BOOT_IMAGE of the default cmdline
+    "kernel_log": [],                       # lines of the boot's kernel log (KERNEL_LOG_FILE)
 }
 
 
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
-              "acs_enabled", "nic_far_numa", "aer")
+              "acs_enabled", "nic_far_numa", "aer",
+              "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition")
+# What module_utils/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
+KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
 
 class ProfileError(TopotuneError):
@@ -531,6 +538,7 @@ def build(profile_name, dest, force=False):
     _truncate_kfd(topo, faults.get("kfd_truncate"))
 
     _write_pci(dest, profile, gpus, layout, faults)
+    _write_amdgpu(dest, profile, gpus, faults)
     _write_dev(dest, gpus)
     _write_cpus(dest, profile, layout, faults)
     _write_nodes(dest, profile, layout)
@@ -665,6 +673,69 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         os.makedirs(ib, exist_ok=True)
         os.symlink(os.path.relpath(ib_dir, ib), os.path.join(ib, name))
     return gpu_dirs
+def _pci_device_dir(dest, bdf):
+    return os.path.join(dest, PCI_DEVICES, bdf)
+
+
+def _write_amdgpu(dest, profile, gpus, faults):
+    """amdgpu's files of each physical GPU (its lowest PCI function: CPX partitions are functions of one device in
+    this tree, but amdgpu has one device and amdkfd ORs the partition into location_id): partition modes,
+    vbios_version, mem_info_vram_total, ras/<block>_err_count ("ue: N\nce: N"), ras/gpu_vram_bad_pages; per-GPU
+    faults change firmware, VBIOS, partition, counters. Also the kernel release, the ROCm version (when the profile
+    sets one) and the boot's kernel log."""
+    spec = profile.get("amdgpu") or {}
+    firmware = profile.get("firmware") or {}
+    ras = {(e["gpu"], e["block"]): e for e in faults.get("ras_errors", [])}
+    bad = {e["gpu"]: e["count"] for e in faults.get("bad_pages", [])}
+    fw_over = {e["gpu"]: e for e in faults.get("gpu_firmware", [])}
+    part_over = {e["gpu"]: e for e in faults.get("gpu_partition", [])}
+    first = {}
+    for pos, g in enumerate(gpus):
+        slot = g["bdf"].rsplit(".", 1)[0]
+        if slot not in first or g["bdf"] < gpus[first[slot]]["bdf"]:
+            first[slot] = pos
+    for pos in sorted(first.values()):
+        d = _pci_device_dir(dest, gpus[pos]["bdf"])
+        over = fw_over.get(pos, {})
+        part = part_over.get(pos, {})
+        values = {
+            "current_compute_partition": part.get("compute", spec.get("compute_partition")),
+            "available_compute_partition": spec.get("available_compute_partition"),
+            "current_memory_partition": part.get("memory", spec.get("memory_partition")),
+            "available_memory_partition": spec.get("available_memory_partition"),
+            "vbios_version": over.get("vbios", spec.get("vbios_version")),
+            "mem_info_vram_total": spec.get("vram_bytes"),
+        }
+        for key, val in values.items():
+            if val is not None:
+                _write(os.path.join(d, key), f"{val}\n")
+        fw = dict(firmware, **(over.get("firmware") or {}))
+        if over.get("firmware"):
+            os.makedirs(os.path.join(d, "fw_version"), exist_ok=True)
+            for name, version in sorted(fw.items()):
+                _write(os.path.join(d, "fw_version", f"{name}_fw_version"), f"0x{int(version):08x}\n")
+        if spec.get("ras_blocks"):
+            os.makedirs(os.path.join(d, "ras"), exist_ok=True)
+            for block in spec["ras_blocks"]:
+                err = ras.get((pos, block), {})
+                _write(os.path.join(d, "ras", f"{block}_err_count"), f"ue: {err.get('ue', 0)}\nce: {err.get('ce', 0)}\n")
+            # one line per retired page, "gpu pfn : gpu page size : flags" (amdgpu_ras.c), reserved (R)
+            _write(os.path.join(d, "ras", "gpu_vram_bad_pages"),
+                   "".join(f"0x{0x1000 + k:08x} : 0x00001000 : R\n" for k in range(bad.get(pos, 0))))
+    if spec.get("bad_page_threshold") is not None:
+        params = os.path.join(dest, "sys", "module", "amdgpu", "parameters")
+        os.makedirs(params, exist_ok=True)
+        _write(os.path.join(params, "bad_page_threshold"), f"{spec['bad_page_threshold']}\n")
+    kernel = os.path.join(dest, "proc", "sys", "kernel")
+    os.makedirs(kernel, exist_ok=True)
+    _write(os.path.join(kernel, "osrelease"), f"{profile['kernel_release']}\n")
+    if profile.get("rocm_version"):
+        info = os.path.join(dest, "opt", "rocm", ".info")
+        os.makedirs(info, exist_ok=True)
+        _write(os.path.join(info, "version"), f"{profile['rocm_version']}\n")
+    log = os.path.join(dest, KERNEL_LOG_FILE)
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    _write(log, "".join(f"{line}\n" for line in profile.get("kernel_log") or []))
 
 
 def _write_dev(dest, gpus):
@@ -803,7 +874,7 @@ def _write_misc(dest, profile, layout):
     for i in range(int(profile["iommu"].get("units", 0))):
         os.makedirs(os.path.join(iommu, f"ivhd{i}"))  # AMD-Vi units are named ivhdN
     proc = os.path.join(dest, "proc")
-    os.makedirs(os.path.join(proc, "sys", "kernel"))
+    os.makedirs(os.path.join(proc, "sys", "kernel"), exist_ok=True)
     _write(os.path.join(proc, "cmdline"), profile["cmdline"] + "\n")
     _write(os.path.join(proc, "sys", "kernel", "numa_balancing"), f"{profile['numa_balancing']}\n")
     model = profile["cpu"]["model_name"]

@@ -27,6 +27,7 @@ import os
 import re
 
 from . import pcie_health
+from . import gpu_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .sysroot import join, list_dir, read_text
 
@@ -174,6 +175,8 @@ def gather(sysroot="/"):
     facts.update(_gather_cpus(sysroot))
     # PCIe and RDMA health (module_utils/pcie_health.py): bridges, NICs, config space, AER counters
     facts["pcie"] = pcie_health.gather(sysroot)
+    # GPU health (partitions, RAS, kernel log, firmware, power managers): module_utils/gpu_health.py
+    facts["health"] = gpu_health.gather(sysroot)
     return facts
 
 
@@ -598,6 +601,9 @@ def run_checks(facts, knowledge, options=None):
     results.extend(_check_attest(gen))
     # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
     results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}))
+    # GPU health: only when gathered and knowledge/gpu_health.yml is passed (knowledge key gpu_health)
+    results.extend(gpu_health.run_checks(facts.get("health"), (knowledge or {}).get("gpu_health"), gen, facts,
+                                         options, host))
     variant = device_variant(facts["gpus"], gen)
     if variant and variant.get("kind") == "vf":
         results = _as_guest(results, variant, gen)

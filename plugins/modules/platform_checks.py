@@ -34,6 +34,12 @@ options:
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
         C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources; without it they run with built-in
         defaults and no source.
+      - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
+        kernel log patterns, power managers); without it the GPU health checks (C(gpu_partition_mode),
+        C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency),
+        C(power_managers)) are left out.
+      - The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and the
+        file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).
     type: dict
     required: true
   generation:
@@ -84,7 +90,11 @@ EXAMPLES = r"""
 - name: Check the node's platform settings
   topotune.instinct.platform_checks:
     sysroot: "{{ topotune_sysroot | default('/') }}"
-    knowledge: "{{ lookup('topotune.instinct.knowledge', 'gpu_generations') }}"
+    # the generations, plus the PCIe/RDMA and GPU health tables (each optional)
+    knowledge: >-
+      {{ lookup('topotune.instinct.knowledge', 'gpu_generations')
+         | combine({'pcie_health': lookup('topotune.instinct.knowledge', 'pcie_health'),
+                    'gpu_health': lookup('topotune.instinct.knowledge', 'gpu_health')}) }}
     gpu_count: 8
   register: checks
 
@@ -121,6 +131,23 @@ rdma_affinity:
   type: dict
   sample: {pairs: [{gpu: "0000:0c:00.0", nic: mlx5_0, nic_bdf: "0000:0d:00.0", level: switch}],
            nccl_ib_hca: "mlx5_0", reason: null, problems: []}
+inventory:
+  description:
+    - What the cross-node consistency comparison (filter C(topotune.instinct.cluster_consistency)) needs from this
+      node, per physical GPU its VBIOS, C(fw_version) files and partition modes, and the ROCm, kernel and BIOS
+      versions (null when unreadable).
+  returned: always
+  type: dict
+  sample:
+    gpus:
+      - bdf: "0000:0c:00.0"
+        vbios: 113-M3000100-102
+        firmware: {mec: "0x000000b1"}
+        compute_partition: SPX
+        memory_partition: NPS1
+    rocm_version: 6.4.1-112
+    kernel_release: 6.8.0-45-generic
+    bios_version: "1.0.0"
 generation:
   description: Name of the GPU generation the expectations came from, or null when none matched.
   returned: always
@@ -131,6 +158,7 @@ generation:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
     detect_generation,
@@ -162,6 +190,7 @@ class PlatformChecks:
             "summary": summarize(results),
             "generation": gen["name"] if gen else None,
             "rdma_affinity": nic_affinity(facts["pcie"]),
+            "inventory": inventory(facts.get("health"), facts),
         }
 
 

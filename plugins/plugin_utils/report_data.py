@@ -25,6 +25,10 @@ with the jinja2 templates in ``report_templates/`` (autoescaped: every value bel
     whose width follows the link count or bandwidth); ``info`` counts what was drawn and what was only summarised.
 ``link_summary(topology)``
     GPU pairs per link class, with whether the diagram draws them.
+``consistency_view(data)``
+    The cluster-consistency table: per firmware/software item (VBIOS, ``fw_version`` files, partition modes, ROCm,
+    kernel, BIOS) the majority value and the odd nodes out, from each node's ``checks/<host>.json`` ``inventory``
+    (``plugin_utils/consistency.py``); None when no node has one.
 ``report_view(data, title=None)``
     Everything the page shows, as plain data for the template. Deterministic (no wall-clock time).
 """
@@ -36,6 +40,8 @@ import math
 import os
 import re
 import time
+
+from .consistency import compare as compare_nodes
 
 SECTIONS = ("topology", "launch", "checks", "drift", "benchmark")
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -710,6 +716,37 @@ def _overview_row(number, host, sections, status):
             "checks": check_cell[1], "drift": drift_text, "benchmark": bench_text}
 
 
+_CONSISTENCY_STATUS = {"consistent": ("st-pass", "same"), "differs": ("st-fail", "differs"),
+                       "no_majority": ("st-warn", "no majority")}
+
+
+def consistency_view(data):
+    """The cluster-consistency table (see the module docstring); None without any node inventory."""
+    inventories = {}
+    for host, sections in data["hosts"].items():
+        checks = sections.get("checks") or {}
+        inventory = (checks.get("data") or {}).get("inventory") if checks.get("state") == "ok" else None
+        if isinstance(inventory, dict):
+            inventories[host] = inventory
+    if not inventories:
+        return None
+    report = compare_nodes(inventories)
+    rows = []
+    # items that differ first, then those without a majority, then the consistent ones
+    order = {"differs": 0, "no_majority": 1, "consistent": 2}
+    for row in sorted(report["items"], key=lambda r: (order[r["status"]], r["label"])):
+        odd = "; ".join("%s: %s" % (value, ", ".join(hosts)) for value, hosts in row["values"].items()
+                        if value != row["majority"]) if row["status"] != "consistent" else ""
+        rows.append((row["label"], _CONSISTENCY_STATUS[row["status"]],
+                     row["majority"] if row["majority"] is not None else "(none)",
+                     len(row["values"].get(row["majority"], [])) if row["majority"] is not None else 0, odd))
+    return {"nodes": len(report["nodes"]), "differing": report["summary"]["differing"],
+            "no_majority": report["summary"]["no_majority"],
+            "odd_nodes": [(host, ", ".join(items)) for host, items in sorted(report["odd_nodes"].items())],
+            "table": _table(("item", "status", "majority value", "nodes", "nodes that differ (value: nodes)"), rows,
+                            numeric=(3,))}
+
+
 def report_view(data, title=None):
     """Everything the page shows, as plain data (strings and numbers) for report_templates/report.html.j2."""
     counts = summarize(data)
@@ -725,4 +762,5 @@ def report_view(data, title=None):
                 "jobs": len(info["jobs"]) if isinstance(info.get("jobs"), list) else None},
         "overview": [_overview_row(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
         "nodes": [_node_view(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
+        "consistency": consistency_view(data),
     }

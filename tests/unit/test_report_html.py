@@ -419,3 +419,32 @@ def test_templates_and_css_ship_with_the_code():
     for name in ("report.html.j2", "macros.html.j2"):
         with open(os.path.join(TEMPLATES, name)) as handle:
             assert "|safe" not in handle.read().replace(" ", "")
+
+
+def _inventory(vbios):
+    return {"gpus": [{"bdf": "0000:0c:00.0", "vbios": vbios, "firmware": {"mec": "0x000000b1"},
+                      "compute_partition": "SPX", "memory_partition": "NPS1"}],
+            "rocm_version": None, "kernel_release": "6.8.0-45-generic", "bios_version": "1.0.0"}
+
+
+def test_cluster_consistency_table_names_the_odd_node(tmp_path):
+    base = str(tmp_path / "out")
+    odd = "113-<b>odd</b>"
+    for host, vbios in (("n1", "113-M3000100-102"), ("n2", "113-M3000100-102"), ("n3", odd)):
+        _write(os.path.join(base, "checks", host + ".json"), dict(CHECKS, host=host, inventory=_inventory(vbios)))
+    # a node without an inventory (checks from before issue 16) is left out of the comparison
+    _write(os.path.join(base, "checks", "n4.json"), dict(CHECKS, host="n4"))
+    data = load_report_dir(base)
+    page = render_report(data)
+    section = page.split('<section class="consistency"')[1].split("</section>")[0]
+    assert "3 node(s) compared: 1 item(s) differ, 0 without a majority value." in section
+    assert "Odd node out: n3 (vbios)" in section
+    # the differing item first, red; its majority value and the odd node with its value (escaped)
+    first_row = section.split("<tr>")[2]
+    assert '<td>VBIOS</td><td class="st-fail">differs</td><td>113-M3000100-102</td><td class="num">2</td>' in first_row
+    assert "113-&lt;b&gt;odd&lt;/b&gt;: n3" in first_row and "<b>odd</b>" not in page
+    assert '<td class="st-pass">same</td>' in section
+
+
+def test_no_consistency_section_without_inventories(report_dir):
+    assert 'class="consistency"' not in render_report(load_report_dir(report_dir))

@@ -139,6 +139,22 @@ def _counts(values):
 
 
 # ------------------------------------------------------------------------------- expect checkers
+
+
+def _listing(root, rel):
+    path = os.path.join(root, rel)
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def _firmware_outliers(t):
+    """BDFs whose fw_version/ set differs from the most common set among the physical GPUs."""
+    sets = {b: tuple(_read(t.root, f"{PCI}/{b}/fw_version/{f}") for f in _listing(t.root, f"{PCI}/{b}/fw_version"))
+            for b in t.pci if "current_compute_partition" in t.pci[b]}
+    counts = _counts(sets.values())
+    common = max(counts, key=counts.get)
+    return sorted(b for b, fw in sets.items() if fw != common)
+
+
 def _numa_of(tree):
     return [int(tree.pci[b]["numa_node"]) for b in tree.gpu_bdfs]
 
@@ -185,6 +201,20 @@ CHECKS = {
     "l3_count": lambda t, v: len(t.l3_domains()) == v,
     "l3_cpulists": lambda t, v: t.l3_domains() == [frozenset(_parse_list(d)) for d in v],
     "l3_cpulists_include": lambda t, v: {frozenset(_parse_list(d)) for d in v} <= set(t.l3_domains()),
+    # amdgpu files of the physical GPUs (one per slot): partition modes, RAS counters, retired pages, firmware
+    "partition_modes": lambda t, v: _counts("%s/%s" % (t.pci[b]["current_compute_partition"],
+                                                       t.pci[b]["current_memory_partition"])
+                                            for b in t.pci if "current_compute_partition" in t.pci[b]) == v,
+    "ras_uncorrectable_bdfs": lambda t, v: sorted(
+        b for b in t.pci if any(_read(t.root, f"{PCI}/{b}/ras/{f}").startswith("ue: ") and
+                                not _read(t.root, f"{PCI}/{b}/ras/{f}").startswith("ue: 0\n")
+                                for f in _listing(t.root, f"{PCI}/{b}/ras") if f.endswith("_err_count"))) == v,
+    "bad_page_counts": lambda t, v: {
+        b: len(_read(t.root, f"{PCI}/{b}/ras/gpu_vram_bad_pages").splitlines()) for b in t.pci
+        if os.path.isfile(os.path.join(t.root, PCI, b, "ras", "gpu_vram_bad_pages"))
+        and _read(t.root, f"{PCI}/{b}/ras/gpu_vram_bad_pages")} == v,
+    "firmware_differs_bdfs": lambda t, v: _firmware_outliers(t) == v,
+    "vbios_versions": lambda t, v: _counts(t.pci[b]["vbios_version"] for b in t.pci if "vbios_version" in t.pci[b]) == v,
 }
 
 

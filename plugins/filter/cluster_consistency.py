@@ -1,0 +1,78 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filter: firmware and software consistency across the nodes of a run, naming the odd node out per item."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: cluster_consistency
+author: topotune contributors (@topotune)
+short_description: Compare GPU firmware, VBIOS, partition modes, ROCm, kernel and BIOS versions across nodes
+description:
+  - >-
+    Takes the per-node C(inventory) that M(topotune.instinct.platform_checks) returns (in C(platform_checks_report))
+    and, per item, finds the value most nodes have and names the nodes that differ; when no value is held by more
+    than half of the nodes it says so instead of picking one.
+  - >-
+    A node whose GPUs disagree among themselves gets the value C(mixed: a | b) (the node's own
+    C(gpu_firmware_consistency) or C(gpu_partition_mode) check names the GPU); unreadable values are C(unknown).
+options:
+  _input:
+    description: Host names, e.g. C(ansible_play_hosts).
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The C(hostvars) magic variable; hosts without C(platform_checks_report.inventory) are left out.
+    type: raw
+    required: true
+  lines:
+    description: Return one terminal line per item that differs or has no majority instead of the report.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Name the odd node out per firmware/software item
+  ansible.builtin.debug:
+    msg: "{{ ansible_play_hosts | topotune.instinct.cluster_consistency(hostvars, lines=true) }}"
+  run_once: true
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - C(nodes), C(items) (C(item), C(label), C(status) consistent/differs/no_majority, C(majority), C(odd),
+      C(values) value to hosts), C(odd_nodes) (host to items), C(summary); or with O(lines) a list of lines.
+  type: raw
+  sample:
+    nodes: [node1, node2, node3]
+    items:
+      - {item: vbios, label: VBIOS, status: differs, majority: 113-M3000100-102, odd: [node3],
+         values: {113-M3000100-102: [node1, node2], 113-M3000108-103: [node3]}}
+    odd_nodes: {node3: [vbios]}
+    summary: {items: 12, differing: 1, no_majority: 0}
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.topotune.instinct.plugins.module_utils.node_faults import host_variables
+from ansible_collections.topotune.instinct.plugins.plugin_utils.consistency import compare
+from ansible_collections.topotune.instinct.plugins.plugin_utils.consistency import lines as report_lines
+
+
+def cluster_consistency(hosts, hostvars, lines=False):
+    if not isinstance(hosts, (list, tuple)):
+        raise AnsibleFilterError("cluster_consistency: input must be a list of host names, got %s" % type(hosts).__name__)
+    inventories = {}
+    for host in hosts:
+        report = host_variables(hostvars, host).get("platform_checks_report")
+        if isinstance(report, dict) and isinstance(report.get("inventory"), dict):
+            inventories[host] = report["inventory"]
+    result = compare(inventories)
+    return report_lines(result) if lines else result
+
+
+class FilterModule:
+    def filters(self):
+        return {"cluster_consistency": cluster_consistency}
