@@ -94,6 +94,7 @@ def sliced(tmp_path_factory):
                        "job_id": str(AWX_JOB_IDS[k] or "slice-%d" % k),
                        "private": _private_dir(work / ("slice-%d" % k), members, extravars)}
         start = time.monotonic()
+
         def run_slice(k):
             return _runner(jobs[k]["private"], jobs[k]["ident"], "playbooks/site.yml")
 
