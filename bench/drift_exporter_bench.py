@@ -122,7 +122,8 @@ def main():
         check_wall = metric(text, "topotune_drift_check_duration_seconds")
         print("checker CPU time (user+sys, measured outside): %s" % summary(outside))
         print("checker CPU time (topotune_drift_check_cpu_seconds): %s" % summary(inside))
-        print("service wall time (systemctl start, sandbox included): %s" % summary(service))
+        print("service wall time (systemctl start, sandbox included): %s; the stages of the last check: %.1f ms"
+              % (summary(service), check_wall * 1000))
         print("settings compared per check: %d; series per node: %d (%d families)"
               % (checked, len(samples), sum(1 for line in text.splitlines() if line.startswith("# TYPE"))))
 
