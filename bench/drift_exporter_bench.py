@@ -109,7 +109,7 @@ def main():
         print("load average before the runs: %s" % open("/proc/loadavg", encoding="utf-8").read().split()[:3])
 
         outside, inside, service = [], [], []
-        for _ in range(args.runs):
+        for _unused in range(args.runs):
             user, system = docker_exec(node, "python3", "-c", MEASURE, "/usr/local/sbin/topotune-drift-check").split()
             outside.append(float(user) + float(system))
             inside.append(metric(docker_exec(node, "cat", TEXTFILE), "topotune_drift_check_cpu_seconds"))
@@ -162,9 +162,8 @@ def main():
               % (args.scrape, summary(latencies, 1.0, "s")))
         bound = SHIPPED["interval"] + SHIPPED["delay"] + max(service) + 60
         print("detection latency bound with the shipped timer (OnUnitActiveSec=%d, RandomizedDelaySec=%d, AccuracySec=1s)"
-              " and a 60 s scrape: %d + %d + 1 + %.1f + 60 = %.0f s" % (SHIPPED["interval"], SHIPPED["delay"],
-                                                                       SHIPPED["interval"], SHIPPED["delay"],
-                                                                       max(service), bound + 1))
+              " and a 60 s scrape: %d + %d + 1 + %.1f + 60 = %.0f s"
+              % (SHIPPED["interval"], SHIPPED["delay"], SHIPPED["interval"], SHIPPED["delay"], max(service), bound + 1))
     finally:
         subprocess.run(["docker", "rm", "-f", node], capture_output=True, check=False)
         os.unlink(inventory)
