@@ -49,9 +49,9 @@ scrape_configs:
 """
 
 
-def docker_exec(node, *argv, stdin=None):
+def docker_exec(node, *argv, stdin=None, check=True):
     proc = subprocess.run(["docker", "exec", "-i", node, *argv], input=stdin, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
+    if check and proc.returncode != 0:
         raise SystemExit("%s failed: %s%s" % (" ".join(argv), proc.stdout, proc.stderr))
     return proc.stdout
 
@@ -147,6 +147,12 @@ def main():
         docker_exec(node, "systemctl", "stop", "topotune-drift-check.timer")
         docker_exec(node, "systemctl", "start", "prometheus-node-exporter.service", "prometheus.service")
         deadline = time.monotonic() + 120
+        ready = "http://127.0.0.1:9090/-/ready"
+        while subprocess.run(["docker", "exec", node, "python3", "-c", FETCH, ready], capture_output=True,
+                             check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise SystemExit("Prometheus did not become ready in the node")
+            time.sleep(1)
         while not query(node, "topotune_drift_check_success == 1") and time.monotonic() < deadline:
             time.sleep(1)
         latencies = []

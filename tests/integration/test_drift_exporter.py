@@ -144,6 +144,9 @@ def node(tmp_path_factory):
         subprocess.run(["docker", "cp", os.path.join(REPO, RULES), NODE + ":/etc/prometheus/topotune-rules.yml"], check=True)
         sh("chmod 0644 /etc/prometheus/topotune-rules.yml && promtool check config /etc/prometheus/prometheus.yml")
         sh("systemctl start prometheus.service")
+        # the HTTP API answers 503 until the TSDB is open
+        wait_for("Prometheus to be ready", lambda: sh("python3 -c %s http://127.0.0.1:9090/-/ready" % _quote(FETCH),
+                                                     check=False).returncode == 0, timeout=120)
         yield {"work": work, "runs": runs, "started": started}
     finally:
         subprocess.run(["docker", "rm", "-f", NODE], capture_output=True, check=False)
