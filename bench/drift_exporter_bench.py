@@ -49,9 +49,9 @@ scrape_configs:
 """
 
 
-def docker_exec(node, *argv, stdin=None):
+def docker_exec(node, *argv, stdin=None, check=True):
     proc = subprocess.run(["docker", "exec", "-i", node, *argv], input=stdin, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
+    if check and proc.returncode != 0:
         raise SystemExit("%s failed: %s%s" % (" ".join(argv), proc.stdout, proc.stderr))
     return proc.stdout
 
@@ -109,7 +109,7 @@ def main():
         print("load average before the runs: %s" % open("/proc/loadavg", encoding="utf-8").read().split()[:3])
 
         outside, inside, service = [], [], []
-        for _ in range(args.runs):
+        for _unused in range(args.runs):
             user, system = docker_exec(node, "python3", "-c", MEASURE, "/usr/local/sbin/topotune-drift-check").split()
             outside.append(float(user) + float(system))
             inside.append(metric(docker_exec(node, "cat", TEXTFILE), "topotune_drift_check_cpu_seconds"))
@@ -122,7 +122,8 @@ def main():
         check_wall = metric(text, "topotune_drift_check_duration_seconds")
         print("checker CPU time (user+sys, measured outside): %s" % summary(outside))
         print("checker CPU time (topotune_drift_check_cpu_seconds): %s" % summary(inside))
-        print("service wall time (systemctl start, sandbox included): %s" % summary(service))
+        print("service wall time (systemctl start, sandbox included): %s; the stages of the last check: %.1f ms"
+              % (summary(service), check_wall * 1000))
         print("settings compared per check: %d; series per node: %d (%d families)"
               % (checked, len(samples), sum(1 for line in text.splitlines() if line.startswith("# TYPE"))))
 
@@ -146,6 +147,12 @@ def main():
         docker_exec(node, "systemctl", "stop", "topotune-drift-check.timer")
         docker_exec(node, "systemctl", "start", "prometheus-node-exporter.service", "prometheus.service")
         deadline = time.monotonic() + 120
+        ready = "http://127.0.0.1:9090/-/ready"
+        while subprocess.run(["docker", "exec", node, "python3", "-c", FETCH, ready], capture_output=True,
+                             check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise SystemExit("Prometheus did not become ready in the node")
+            time.sleep(1)
         while not query(node, "topotune_drift_check_success == 1") and time.monotonic() < deadline:
             time.sleep(1)
         latencies = []
@@ -161,9 +168,8 @@ def main():
               % (args.scrape, summary(latencies, 1.0, "s")))
         bound = SHIPPED["interval"] + SHIPPED["delay"] + max(service) + 60
         print("detection latency bound with the shipped timer (OnUnitActiveSec=%d, RandomizedDelaySec=%d, AccuracySec=1s)"
-              " and a 60 s scrape: %d + %d + 1 + %.1f + 60 = %.0f s" % (SHIPPED["interval"], SHIPPED["delay"],
-                                                                       SHIPPED["interval"], SHIPPED["delay"],
-                                                                       max(service), bound + 1))
+              " and a 60 s scrape: %d + %d + 1 + %.1f + 60 = %.0f s"
+              % (SHIPPED["interval"], SHIPPED["delay"], SHIPPED["interval"], SHIPPED["delay"], max(service), bound + 1))
     finally:
         subprocess.run(["docker", "rm", "-f", node], capture_output=True, check=False)
         os.unlink(inventory)

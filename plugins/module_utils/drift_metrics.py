@@ -278,7 +278,7 @@ def main(argv=None):
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            print("topotune-drift-check: another check holds the lock on %s; nothing done" % args.config)
+            sys.stdout.write("topotune-drift-check: another check holds the lock on %s; nothing done\n" % args.config)
             return 0
         textfile = config["textfile"]
         earlier = None
@@ -295,11 +295,11 @@ def main(argv=None):
             # temp file + rename in the textfile directory: node_exporter reads the old or the new file, never part
             write_atomic(None, textfile, text, 0o644, root_owned=os.geteuid() == 0)
     except TopotuneError as err:
-        print("topotune-drift-check: %s" % err, file=sys.stderr)
+        sys.stderr.write("topotune-drift-check: %s\n" % err)
         return 2
     finally:
         if lock is not None:
             os.close(lock)  # releases the lock
     for stage, message in sorted(errors.items()):
-        print("topotune-drift-check: stage %s failed: %s" % (stage, message), file=sys.stderr)
+        sys.stderr.write("topotune-drift-check: stage %s failed: %s\n" % (stage, message))
     return 1 if errors else 0

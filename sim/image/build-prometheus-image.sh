@@ -30,5 +30,9 @@ RUN apt-get update -qq \\
 LABEL topotune.prometheus-image.version=$version topotune.base-image=$base_id
 DOCKERFILE
 # the legacy builder: this Docker has no buildx, and BuildKit is not needed for one RUN
-DOCKER_BUILDKIT=0 docker build -q --network host -t "$image" "$context" >/dev/null
+if ! DOCKER_BUILDKIT=0 docker build --network host -t "$image" "$context" >"$context/build.log" 2>&1; then
+  tail -30 "$context/build.log"
+  echo "building $image failed" >&2
+  exit 1
+fi
 echo "built $image"

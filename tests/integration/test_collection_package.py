@@ -29,8 +29,8 @@ ROLES = sorted(d for d in os.listdir(os.path.join(REPO, "roles")) if not d.start
 # a few hundred entries (about 240 today; the fixtures alone were ~14,500): room to grow, not to ship a test tree
 MAX_ENTRIES = 600
 # what users run and what ansible-test sanity reads; nothing else at the top level
-SHIPPED = {"MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "bin", "changelogs", "docs", "inventory",
-           "knowledge", "meta", "playbooks", "plugins", "roles", "tests"}
+SHIPPED = {"MANIFEST.json", "FILES.json", "README.md", "CHANGELOG.md", "bin", "changelogs", "docs", "extensions",
+           "inventory", "knowledge", "meta", "playbooks", "plugins", "roles", "tests"}
 DEVELOPMENT = ("tests/fixtures", "tests/unit", "tests/integration", "tests/conftest.py", "sim", "bench", "molecule",
                "scripts", "inventory/sim", ".config", "ansible.cfg", "requirements.txt", "pyproject.toml")
 IMAGE = os.environ.get("TOPOTUNE_NODE_IMAGE", "local/topotune-node:bookworm")
