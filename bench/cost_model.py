@@ -16,7 +16,8 @@ The model (docs/performance.md, "Cost model to 10,000 nodes"):
   local    a systemd timer on each node runs the stdlib check and writes textfile metrics: no controller
            time. Fleet CPU = N x check CPU / interval; Prometheus ingests N x series / scrape interval samples
            per second; disk = samples/s x retention x bytes per sample (1-2 bytes, Prometheus storage docs);
-           detection latency at worst = interval + randomized delay + scrape interval + evaluation.
+           detection latency at worst = interval + randomized delay + the check + scrape interval (an
+           alert adds one rule evaluation interval).
 """
 
 import argparse
@@ -50,7 +51,9 @@ def local(n, check_cpu_s, interval_s, delay_s, scrape_s, eval_s, series, bytes_p
         "node_cpu_s_per_day": check_cpu_s * DAY / interval_s,
         "samples_per_s": n * series / scrape_s,
         "disk_gb": n * series / scrape_s * retention_days * DAY * bytes_per_sample / 1e9,
-        "latency_s": interval_s + delay_s + scrape_s + eval_s,
+        # change -> metric in Prometheus: the next check (interval + delay, plus its run), then the next scrape
+        "latency_s": interval_s + delay_s + check_cpu_s + scrape_s,
+        "alert_latency_s": interval_s + delay_s + check_cpu_s + scrape_s + eval_s,
     }
 
 
@@ -100,6 +103,7 @@ def main(argv=None):
                              args.check_cpu_s, args.interval_s, args.delay_s, args.series, args.scrape_s))
     print()
     print("Push from one controller (wall time of one run)")
+    print()
     print("| nodes | cores | ping | fast drift | full drift |")
     print("|---|---|---|---|---|")
     for n in nodes:
@@ -108,6 +112,7 @@ def main(argv=None):
                                                      for s in (args.ping_s, args.fast_s, args.full_s))))
     print()
     print("AWX/AAP job slicing (each execution node as the measured controller; wall time of one sliced job)")
+    print()
     print("| nodes | slices | fast drift | full drift | controller CPU, all slices (core-hours, full) |")
     print("|---|---|---|---|---|")
     for n in nodes:
@@ -120,15 +125,16 @@ def main(argv=None):
                                                       n * args.full_s * args.measured_cores / 3600))
     print()
     print("Node-local timer + Prometheus (controller time: 0)")
+    print()
     print("| nodes | fleet CPU (cores busy) | CPU per node per day | samples/s ingested | disk for retention | "
-          "worst detection latency |")
-    print("|---|---|---|---|---|---|")
+          "change to metric, worst | change to alert, worst |")
+    print("|---|---|---|---|---|---|---|")
     for n in nodes:
         r = local(n, args.check_cpu_s, args.interval_s, args.delay_s, args.scrape_s, args.eval_s, args.series,
                   args.bytes_per_sample, args.retention_days)
-        print("| %d | %.2f | %s | %.0f | %.1f GB (%g d) | %s |" % (
+        print("| %d | %.2f | %s | %.0f | %.1f GB (%g d) | %s | %s |" % (
             n, r["fleet_cpu_cores"], hms(r["node_cpu_s_per_day"]), r["samples_per_s"], r["disk_gb"],
-            args.retention_days, hms(r["latency_s"])))
+            args.retention_days, hms(r["latency_s"]), hms(r["alert_latency_s"])))
 
 
 if __name__ == "__main__":
