@@ -108,8 +108,8 @@ def main(argv=None):
     print("|---|---|---|---|---|")
     for n in nodes:
         for c in cores:
-            print("| %d | %d | %s | %s | %s |" % (n, c, *(hms(push(n, s, args.measured_cores, c))
-                                                     for s in (args.ping_s, args.fast_s, args.full_s))))
+            walls = [hms(push(n, s, args.measured_cores, c)) for s in (args.ping_s, args.fast_s, args.full_s)]
+            print("| %d | %d | %s | %s | %s |" % (n, c, *walls))
     print()
     print("AWX/AAP job slicing (each execution node as the measured controller; wall time of one sliced job)")
     print()
@@ -121,8 +121,8 @@ def main(argv=None):
                 continue
             fast = awx(n, args.fast_s, s, args.job_overhead_s, args.report_per_node_s)
             full = awx(n, args.full_s, s, args.job_overhead_s, args.report_per_node_s)
-            print("| %d | %d | %s | %s | %.2f |" % (n, s, hms(fast), hms(full),
-                                                      n * args.full_s * args.measured_cores / 3600))
+            core_hours = n * args.full_s * args.measured_cores / 3600
+            print("| %d | %d | %s | %s | %.2f |" % (n, s, hms(fast), hms(full), core_hours))
     print()
     print("Node-local timer + Prometheus (controller time: 0)")
     print()
