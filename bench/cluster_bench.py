@@ -39,7 +39,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")
-PREFIX = "tt-bench"
+# container name prefix: TOPOTUNE_BENCH_PREFIX lets two worktrees benchmark side by side without sharing nodes
+PREFIX = os.environ.get("TOPOTUNE_BENCH_PREFIX", "tt-bench")
 MIX = ["mi250x-8gcd", "mi300x-8gpu-spx", "mi210-8gpu-2hive", "mi308x-cpx"]
 SCALE = ["cpu16", "cpu256", "mi300x-8gpu-spx", "mi300x-8gpu-cpx64"]
 SCALE_PAIRS = [("cpu256", "cpu16"), ("mi300x-8gpu-cpx64", "mi300x-8gpu-spx")]

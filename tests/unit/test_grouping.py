@@ -63,13 +63,9 @@ def mi300x_model():
 
 
 @pytest.fixture(scope="session")
-def profile_models(tmp_path_factory):
-    models = {}
-    for name in PROFILES:
-        dest = tmp_path_factory.mktemp(name)
-        simsys.build(name, str(dest), force=True)
-        models[name] = load_capture(sysroot=str(dest))
-    return models
+def profile_models(sim_model):
+    # the session's shared trees and models (tests/conftest.py): read only
+    return {name: sim_model(name) for name in PROFILES}
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -27,36 +28,45 @@ def _gpu_view(model):
     return [{k: g[k] for k in keep} for g in model["gpus"]], model["links"], model["numa_nodes"]
 
 
-def _snapshot(tmp_path, profile):
-    node = tmp_path / "node"
-    sim_sysroot.build(profile, str(node))
-    files, meta = collect(str(node))
-    archive = tmp_path / "snap.tar.gz"
-    write_archive(str(archive), files, meta, {"rocm-smi_showtopo.txt": "fake\n"})
-    extracted = tmp_path / "extracted"
-    with tarfile.open(str(archive)) as tar:
-        tar.extractall(str(extracted))
-    return node, extracted, archive
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory, sim_tree):
+    """``snapshot(profile)``: (node, extracted, archive) for the profile's shared tree (tests/conftest.py), made once
+    per module; the tests only read them."""
+    cache = {}
+
+    def get(profile):
+        if profile not in cache:
+            node = pathlib.Path(sim_tree(profile))
+            base = tmp_path_factory.mktemp("snapshot-" + profile)
+            files, meta = collect(str(node))
+            archive = base / "snap.tar.gz"
+            write_archive(str(archive), files, meta, {"rocm-smi_showtopo.txt": "fake\n"})
+            extracted = base / "extracted"
+            with tarfile.open(str(archive)) as tar:
+                tar.extractall(str(extracted))
+            cache[profile] = (node, extracted, archive)
+        return cache[profile]
+    return get
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_extracted_snapshot_gives_the_same_topology(tmp_path, profile):
-    node, extracted, _unused = _snapshot(tmp_path, profile)
+def test_extracted_snapshot_gives_the_same_topology(snapshot, profile):
+    node, extracted, _unused = snapshot(profile)
     assert _gpu_view(discover(sysroot=str(extracted))) == _gpu_view(discover(sysroot=str(node)))
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_extracted_snapshot_gives_the_same_platform_checks(tmp_path, profile):
+def test_extracted_snapshot_gives_the_same_platform_checks(snapshot, profile):
     from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 
-    node, extracted, _unused = _snapshot(tmp_path, profile)
+    node, extracted, _unused = snapshot(profile)
     knowledge = load_knowledge("gpu_generations")
     assert run_checks(gather(str(extracted)), knowledge) == run_checks(gather(str(node)), knowledge)
 
 
 @pytest.mark.parametrize("profile", PROFILES + ["mi300x-8gpu-2cpu", "mi210-8gpu-2hive"])
-def test_extracted_snapshot_gives_the_same_cpu_topology(tmp_path, profile):
-    node, extracted, _unused = _snapshot(tmp_path, profile)
+def test_extracted_snapshot_gives_the_same_cpu_topology(snapshot, profile):
+    node, extracted, _unused = snapshot(profile)
     ours = load_capture(sysroot=str(extracted))
     assert ours["cpu_topology"] == load_capture(sysroot=str(node))["cpu_topology"]
     assert ours["numa_nodes"] == load_capture(sysroot=str(node))["numa_nodes"]
@@ -70,8 +80,8 @@ def test_extracted_snapshot_gives_the_same_cpu_topology(tmp_path, profile):
 
 
 @pytest.mark.skipif(shutil.which("lstopo-no-graphics") is None, reason="hwloc (lstopo-no-graphics) is not installed")
-def test_hwloc_sees_the_same_machine_in_the_snapshot(tmp_path):
-    node, extracted, _unused = _snapshot(tmp_path, "mi250x-8gcd")
+def test_hwloc_sees_the_same_machine_in_the_snapshot(snapshot):
+    node, extracted, _unused = snapshot("mi250x-8gcd")
 
     def lstopo(root):
         env = {k: v for k, v in os.environ.items() if not k.startswith("HWLOC_")}
@@ -86,8 +96,8 @@ def test_hwloc_sees_the_same_machine_in_the_snapshot(tmp_path):
     assert seen.count("L3 L#") == 8 and seen.count("ProcessingAccelerator") == 8
 
 
-def test_archive_records_devices_smi_and_stays_compact(tmp_path):
-    node, extracted, archive = _snapshot(tmp_path, "mi250x-8gcd")
+def test_archive_records_devices_smi_and_stays_compact(snapshot):
+    node, extracted, archive = snapshot("mi250x-8gcd")
     meta = json.loads((extracted / "snapshot.json").read_text())
     devices = {d["path"] for d in meta["devices"]}
     assert "dev/kfd" in devices and "dev/dri/renderD128" in devices
@@ -99,9 +109,8 @@ def test_archive_records_devices_smi_and_stays_compact(tmp_path):
     assert os.path.getsize(archive) < 200 * 1024
 
 
-def test_module_writes_archive_in_check_mode(tmp_path, run_module):
-    node = tmp_path / "node"
-    sim_sysroot.build("mi210-8gpu-2hive", str(node))
+def test_module_writes_archive_in_check_mode(tmp_path, run_module, sim_tree):
+    node = sim_tree("mi210-8gpu-2hive")
     dest = tmp_path / "out.tar.gz"
     _code, result = run_module(node_snapshot, check_mode=True, sysroot=str(node), dest=str(dest), smi=False)
     assert result["changed"] is False and result["files"] > 100 and dest.is_file()
@@ -112,8 +121,8 @@ def test_module_refuses_an_empty_sysroot(tmp_path, run_module):
     assert code == 1 and "nothing to archive" in result["msg"]
 
 
-def test_cli_reads_the_extracted_snapshot(tmp_path):
-    _unused, extracted, _unused = _snapshot(tmp_path, "mi210-8gpu-2hive")
+def test_cli_reads_the_extracted_snapshot(snapshot):
+    _unused, extracted, _unused = snapshot("mi210-8gpu-2hive")
     out = subprocess.run([sys.executable, "-S", os.path.join(REPO, "bin", "topotune"), "topology", "--sysroot", str(extracted)],
                          check=True, capture_output=True, text=True).stdout
     model = json.loads(out)

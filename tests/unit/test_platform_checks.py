@@ -222,16 +222,9 @@ def test_summary_and_report():
 
 # ------------------------------------------------------------------------------- simulated profiles
 @pytest.fixture(scope="module")
-def profile_root(tmp_path_factory):
-    cache = {}
-
-    def build(name):
-        if name not in cache:
-            dest = str(tmp_path_factory.mktemp(name))
-            sim.build(name, dest, force=True)
-            cache[name] = dest
-        return cache[name]
-    return build
+def profile_root(sim_tree):
+    # the session's shared trees (tests/conftest.py): every test here only reads them (one proves it)
+    return sim_tree
 
 
 @pytest.mark.parametrize("profile,generation,gpus", [

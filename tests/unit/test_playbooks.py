@@ -26,7 +26,11 @@ def _plays(name):
 
 
 def _roles(play):
-    return [(r["role"] if isinstance(r, dict) else r).rsplit(".", 1)[-1] for r in play.get("roles") or []]
+    """The roles of a play: its roles list, then the roles its tasks import (drift.yml's full play)."""
+    listed = [(r["role"] if isinstance(r, dict) else r) for r in play.get("roles") or []]
+    imported = [task["ansible.builtin.import_role"]["name"] for task in play.get("tasks") or []
+                if "ansible.builtin.import_role" in task]
+    return [name.rsplit(".", 1)[-1] for name in listed + imported]
 
 
 def _text_files(*dirs):

@@ -44,13 +44,9 @@ ASSET = re.compile(r"(?:\bsrc|\bhref|xlink:href)\s*=\s*[\"']?\s*(?:https?:)?//|u
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    out = {}
-    for profile in PROFILES:
-        root = str(tmp_path_factory.mktemp(profile))
-        sim.build(profile, root, force=True)
-        out[profile] = discover(sysroot=root)
-    return out
+def models(sim_tree):
+    # discovered from the session's shared trees (tests/conftest.py), read only
+    return {profile: discover(sysroot=sim_tree(profile)) for profile in PROFILES}
 
 
 def _knowledge(name):
