@@ -26,8 +26,7 @@ the check; the ``cvs`` key names the CVS test.
 import os
 import re
 
-from . import pcie_health
-from . import gpu_health
+from . import gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .sysroot import join, list_dir, read_text
 
