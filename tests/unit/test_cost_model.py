@@ -38,4 +38,4 @@ def test_table_prints_every_engine(capsys):
     cost.main(["--nodes", "64,10000", "--cores", "2", "--slices", "16"])
     out = capsys.readouterr().out
     assert "| 10000 | 2 | 22.4 min | 25.3 min | 5.6 h |" in out
-    assert "| 10000 | 16 |" in out and "| 10000 | 0.83 |" not in out and "| 10000 | 8.33 |" in out
+    assert "| 10000 | 16 |" in out and "| 1000 | 0.57 |" not in out and "| 10000 | 5.67 |" in out
