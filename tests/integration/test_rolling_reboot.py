@@ -99,11 +99,17 @@ def prepare(node):
              " && cp /sim/proc/cmdline /root/cmdline.first")
 
 
-def ansible_playbook(inventory, playbook, *args, background=False):
+def start_playbook(inventory, playbook, *args):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     argv = [os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(playbook), *args]
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc if background else (proc.wait(timeout=300), proc.stdout.read())
+    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def run_playbook(inventory, playbook, *args):
+    """(exit code, output)."""
+    proc = start_playbook(inventory, playbook, *args)
+    out = proc.communicate(timeout=300)[0]
+    return proc.returncode, out
 
 
 def set_pending(node, record):
@@ -134,7 +140,7 @@ def tune(work, inventory, nodes):
     """Run kernel_tuning on the nodes: the kernel parameters are now pending; returns the record's text."""
     play = work / "tune.yml"
     play.write_text(TUNE_PLAY)
-    rc, out = ansible_playbook(inventory, play)
+    rc, out = run_playbook(inventory, play)
     assert rc == 0, out[-3000:]
     texts = {node: sh(node, "cat %s" % RECORD) for node in nodes}
     for node, text in texts.items():
@@ -184,10 +190,17 @@ def test_nfd_feature_file_on_the_nodes(nodes):
         assert sh(node, "ls -a $(dirname %s)" % NFD_FILE).split() == [".", "..", "topotune"]
 
 
-def reboot_via_slurm(nodes, *extra, background=False):
-    return ansible_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--limit", SLURM_NODE,
-                            "-e", "kernel_tuning_reboot_via=slurm", "-e", "kernel_tuning_reboot_drain_poll=1", *extra,
-                            background=background)
+def _slurm_args(nodes, extra):
+    return (nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--limit", SLURM_NODE,
+            "-e", "kernel_tuning_reboot_via=slurm", "-e", "kernel_tuning_reboot_drain_poll=1") + extra
+
+
+def reboot_via_slurm(nodes, *extra):
+    return run_playbook(*_slurm_args(nodes, extra))
+
+
+def start_reboot_via_slurm(nodes, *extra):
+    return start_playbook(*_slurm_args(nodes, extra))
 
 
 def watch_states(node, proc):
@@ -209,7 +222,7 @@ def watch_states(node, proc):
 def test_pending_node_is_drained_for_the_reboot_then_resumed(nodes):
     node = nodes["slurm"]
     assert node.node_info()["State"] == "IDLE"
-    proc = reboot_via_slurm(nodes, background=True)
+    proc = start_reboot_via_slurm(nodes)
     seen, thread = watch_states(node, proc)
     out = proc.communicate(timeout=300)[0]
     thread.join()
@@ -256,7 +269,7 @@ def test_drain_waits_for_the_running_job_and_a_timeout_leaves_the_node_drained(n
         assert "Left drained in Slurm (%s)" % node.name in fatal and "State=RESUME" in fatal
         assert reboots(node.name) == [] and "iommu=pt" not in cmdline(node.name)
 
-        proc = reboot_via_slurm(nodes, background=True)
+        proc = start_reboot_via_slurm(nodes)
         seen, thread = watch_states(node, proc)
         time.sleep(2)
         deadline = time.monotonic() + 120
@@ -292,7 +305,7 @@ def batches(output):
 def test_reboots_in_batches_one_after_the_other(nodes):
     for node in NODES:
         set_pending(node, nodes["records"][node])
-    rc, out = ansible_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
+    rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
                                "-e", "kernel_tuning_reboot_batch=2")
     assert rc == 0, out[-3000:]
     assert batches(out) == [NODES[:2], NODES[2:]]
@@ -308,7 +321,7 @@ def test_reboots_in_batches_one_after_the_other(nodes):
 def test_check_mode_names_the_nodes_and_reboots_nothing(nodes):
     for node in NODES:
         set_pending(node, nodes["records"][node])
-    rc, out = ansible_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--check",
+    rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--check",
                                "-e", "kernel_tuning_reboot_batch=2")
     assert rc == 0, out[-3000:]
     assert "check mode: would reboot 3 node(s) in batches of 2 (max_fail_percentage 0) via none: %s" % ", ".join(NODES) in out
@@ -325,7 +338,7 @@ def test_failed_node_stops_the_remaining_batches(nodes):
     (nodes["work"] / "host_vars" / ("%s.yml" % NODES[0])).write_text(
         "kernel_tuning_reboot_command: %s --lose-parameters\n" % STUB)
     try:
-        rc, out = ansible_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
+        rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
                                    "-e", "kernel_tuning_reboot_batch=2")
     finally:
         (nodes["work"] / "host_vars" / ("%s.yml" % NODES[0])).unlink()
