@@ -221,7 +221,7 @@ def watch_states(node, proc):
 
 def test_pending_node_is_drained_for_the_reboot_then_resumed(nodes):
     node = nodes["slurm"]
-    assert node.node_info()["State"] == "IDLE"
+    assert flags(node.node_info()["State"]) == {"IDLE"}
     proc = start_reboot_via_slurm(nodes)
     seen, thread = watch_states(node, proc)
     out = proc.communicate(timeout=300)[0]
@@ -229,15 +229,26 @@ def test_pending_node_is_drained_for_the_reboot_then_resumed(nodes):
     assert proc.returncode == 0, out[-3000:]
     # at the reboot, Slurm had the node drained (idle, no jobs), with topotune's reason
     [(_when, state)] = reboots(node.name)
-    assert state == "State=IDLE+DRAIN", state
+    assert flags(state) == {"IDLE", "DRAIN"}, state
     assert "drained" in seen and seen[-1] == "idle", seen
-    info = node.node_info()
-    assert info["State"] == "IDLE" and "Reason" not in info, info
+    ok, info = resumed(node)
+    assert ok, info
     # the parameters are live, the record gone, and a second run has nothing to reboot
     assert set(WANTED) <= set(cmdline(node.name))
     assert sh(node.name, "test -e %s && echo present || echo absent" % RECORD).strip() == "absent"
     rc, out = reboot_via_slurm(nodes)
     assert rc == 0 and "skipping: no hosts matched" in out and reboots(node.name) == [(_when, state)], out[-2000:]
+
+
+def flags(state):
+    """scontrol's State=IDLE+DRAIN as {"IDLE", "DRAIN"}. NOT_RESPONDING comes and goes with slurmctld's pings of a
+    slurmd on a busy test host: it is Slurm's, not the drain's, so the tests look at the other flags."""
+    return set(state.replace("State=", "").split("+")) - {"NOT_RESPONDING"}
+
+
+def resumed(node):
+    info = node.node_info()
+    return flags(info["State"]) == {"IDLE"} and not info.get("Reason", "").startswith("topotune"), info
 
 
 def in_order(seen, wanted):
@@ -261,7 +272,7 @@ def test_drain_waits_for_the_running_job_and_a_timeout_leaves_the_node_drained(n
         rc, out = reboot_via_slurm(nodes, "-e", "kernel_tuning_reboot_drain_timeout=3")
         assert rc != 0
         info = node.node_info()
-        assert info["State"] in ("MIXED+DRAIN", "ALLOCATED+DRAIN"), info
+        assert flags(info["State"]) in ({"MIXED", "DRAIN"}, {"ALLOCATED", "DRAIN"}), info
         reason = node.scontrol("show", "node", node.name)
         assert "Reason=topotune: jobs still running after 3s; kernel parameters pending reboot" in reason, reason
         fatal = [line for line in out.splitlines() if line.startswith("fatal: [%s]" % node.name)][-1]
@@ -287,11 +298,11 @@ def test_drain_waits_for_the_running_job_and_a_timeout_leaves_the_node_drained(n
     assert end["JobState"] == "COMPLETED", end
     # the reboot came after the job ended, on a drained node
     [(when, state)] = reboots(node.name)
-    assert state == "State=IDLE+DRAIN"
+    assert flags(state) == {"IDLE", "DRAIN"}, state
     ended = subprocess.run(["date", "-d", end["EndTime"], "+%s"], capture_output=True, text=True, check=True).stdout
     assert when >= int(ended)
-    info = node.node_info()
-    assert info["State"] == "IDLE" and "Reason" not in info, info
+    ok, info = resumed(node)
+    assert ok, info
 
 
 # --- batches, without Slurm ------------------------------------------------------------------------------------------
