@@ -12,14 +12,13 @@ import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import parse
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import gather, run_checks
-
-# the PCIe/RDMA checks, which read what a snapshot does not keep
-SNAPSHOT_UNKNOWN = ("pci_acs", "rdma_gpu_nic_affinity", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding",
-                    "gpu_large_bar", "pcie_aer")
 from ansible_collections.topotune.instinct.plugins.module_utils.snapshot import collect, write_archive
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover, load_capture
 from ansible_collections.topotune.instinct.plugins.modules import node_snapshot
 
+# the PCIe/RDMA checks, which read what a snapshot does not keep
+SNAPSHOT_UNKNOWN = ("pci_acs", "rdma_gpu_nic_affinity", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding",
+                    "gpu_large_bar", "pcie_aer")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "sim"))
 import sysroot as sim_sysroot  # noqa: E402  (sim/ is not a package)
