@@ -89,7 +89,7 @@ def main(argv=None):
     p.add_argument("--delay-s", type=float, default=60.0, help="timer RandomizedDelaySec= (%(default)s)")
     p.add_argument("--scrape-s", type=float, default=60.0, help="Prometheus scrape interval (%(default)s)")
     p.add_argument("--eval-s", type=float, default=60.0, help="Prometheus rule evaluation interval (%(default)s)")
-    p.add_argument("--series", type=float, default=53.0,
+    p.add_argument("--series", type=float, default=66.0,
                    help="topotune series per node written by the node-local check (docs/fleet-metrics.md: %(default)s)")
     p.add_argument("--bytes-per-sample", type=float, default=2.0, help="Prometheus storage docs: 1-2 (%(default)s)")
     p.add_argument("--retention-days", type=float, default=15.0, help="Prometheus default retention (%(default)s)")

@@ -174,7 +174,7 @@ def test_role_check_mode_then_idempotent(node):
 
 def test_installed_files_are_root_owned_and_not_writable_by_others(node):
     out = sh("stat -c '%U:%G %a %n' /usr/local/sbin/topotune-drift-check /usr/local/lib/topotune/topotune_node/*.py "
-             "/usr/local/lib/topotune/gpu_generations.json /etc/topotune/drift-exporter/config.json "
+             "/usr/local/lib/topotune/knowledge.json /etc/topotune/drift-exporter/config.json "
              "/etc/systemd/system/topotune-drift-check.service /etc/systemd/system/topotune-drift-check.timer").stdout
     rows = [line.split(" ", 2) for line in out.splitlines()]
     assert len(rows) == 14, out
@@ -224,8 +224,8 @@ def test_node_exporter_serves_metrics_that_promtool_accepts(node):
     lint = subprocess.run(["docker", "exec", "-i", NODE, "promtool", "check", "metrics"], input=ours, text=True,
                           capture_output=True, check=False)
     assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
-    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 23 checks after site.yml here
-    assert len(series) == 11 + 23 + 19, series
+    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 36 checks after site.yml here
+    assert len(series) == 11 + 36 + 19, series
 
 
 def test_prometheus_names_the_drifted_node_and_clears_after_correction(node):

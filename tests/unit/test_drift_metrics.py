@@ -44,10 +44,10 @@ def node(tmp_path):
     manifest = tmp_path / "manifest.json"
     manifest.write_text(dumps(build_manifest(entries, owned_root=str(tmp_path / "etc" / "topotune"))))
     with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as handle:
-        (tmp_path / "gpu_generations.json").write_text(json.dumps(yaml.safe_load(handle)))
+        (tmp_path / "knowledge.json").write_text(json.dumps(yaml.safe_load(handle)))
     dropin = tmp_path / "90-topotune.cfg"
     dropin.write_text('# managed\nGRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off"\n')
-    config = {"manifest": str(manifest), "sysroot": str(root), "knowledge": str(tmp_path / "gpu_generations.json"),
+    config = {"manifest": str(manifest), "sysroot": str(root), "knowledge": str(tmp_path / "knowledge.json"),
               "textfile": str(tmp_path / "textfile" / "topotune.prom"), "grub_dropin": str(dropin),
               "reboot_required_file": str(tmp_path / "reboot-required"), "interval_seconds": 180,
               "platform_checks": {"skip": []}}
@@ -142,7 +142,7 @@ def test_reboot_pending_reasons(node):
 def test_a_failing_stage_is_counted_and_leaves_the_others(node):
     os.unlink(node["config"]["knowledge"])
     families, errors = drift_metrics.check(node["config"], previous={"platform_checks": 4, "manifest": 1})
-    assert list(errors) == ["platform_checks"] and "gpu_generations.json" in errors["platform_checks"]
+    assert list(errors) == ["platform_checks"] and "knowledge.json" in errors["platform_checks"]
     assert series(families, "topotune_platform_check_status") == {}
     assert drift(families)[("rocm_env", "file")] == 0
     assert {dict(k)["stage"]: v for k, v in series(families, "topotune_drift_check_errors_total").items()} == {
