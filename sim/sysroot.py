@@ -673,6 +673,8 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         os.makedirs(ib, exist_ok=True)
         os.symlink(os.path.relpath(ib_dir, ib), os.path.join(ib, name))
     return gpu_dirs
+
+
 def _pci_device_dir(dest, bdf):
     return os.path.join(dest, PCI_DEVICES, bdf)
 

@@ -146,7 +146,7 @@ def node(tmp_path_factory):
         sh("systemctl start prometheus.service")
         # the HTTP API answers 503 until the TSDB is open
         wait_for("Prometheus to be ready", lambda: sh("python3 -c %s http://127.0.0.1:9090/-/ready" % _quote(FETCH),
-                                                     check=False).returncode == 0, timeout=120)
+                                                      check=False).returncode == 0, timeout=120)
         yield {"work": work, "runs": runs, "started": started}
     finally:
         subprocess.run(["docker", "rm", "-f", NODE], capture_output=True, check=False)
@@ -177,7 +177,7 @@ def test_installed_files_are_root_owned_and_not_writable_by_others(node):
              "/usr/local/lib/topotune/knowledge.json /etc/topotune/drift-exporter/config.json "
              "/etc/systemd/system/topotune-drift-check.service /etc/systemd/system/topotune-drift-check.timer").stdout
     rows = [line.split(" ", 2) for line in out.splitlines()]
-    assert len(rows) == 14, out
+    assert len(rows) == 17, out  # the script, 12 module files with __init__.py, knowledge, config, 2 units
     for owner, mode, path in rows:
         assert owner == "root:root" and not int(mode, 8) & 0o022, (owner, mode, path)
     # the node's copy is the collection's code, byte for byte

@@ -317,7 +317,7 @@ def test_reboots_in_batches_one_after_the_other(nodes):
     for node in NODES:
         set_pending(node, nodes["records"][node])
     rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
-                               "-e", "kernel_tuning_reboot_batch=2")
+                           "-e", "kernel_tuning_reboot_batch=2")
     assert rc == 0, out[-3000:]
     assert batches(out) == [NODES[:2], NODES[2:]]
     first, second = ([t for node in group for t, _state in reboots(node)] for group in (NODES[:2], NODES[2:]))
@@ -333,7 +333,7 @@ def test_check_mode_names_the_nodes_and_reboots_nothing(nodes):
     for node in NODES:
         set_pending(node, nodes["records"][node])
     rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"), "--check",
-                               "-e", "kernel_tuning_reboot_batch=2")
+                           "-e", "kernel_tuning_reboot_batch=2")
     assert rc == 0, out[-3000:]
     assert "check mode: would reboot 3 node(s) in batches of 2 (max_fail_percentage 0) via none: %s" % ", ".join(NODES) in out
     assert "PLAY [Reboot in batches]" in out and not batches(out)[0]
@@ -350,7 +350,7 @@ def test_failed_node_stops_the_remaining_batches(nodes):
         "kernel_tuning_reboot_command: %s --lose-parameters\n" % STUB)
     try:
         rc, out = run_playbook(nodes["inventory"], os.path.join(REPO, "playbooks", "reboot.yml"),
-                                   "-e", "kernel_tuning_reboot_batch=2")
+                               "-e", "kernel_tuning_reboot_batch=2")
     finally:
         (nodes["work"] / "host_vars" / ("%s.yml" % NODES[0])).unlink()
     assert rc != 0
