@@ -31,9 +31,8 @@ import re
 
 from .managed_state import unit_file_state
 from .process import CommandError, run
-from .sysroot import join, list_dir, read_text
+from .sysroot import amd_gpu_functions, join, list_dir, read_text
 
-AMD_VENDOR = "0x1002"
 # Under a sysroot other than "/" (a simulated node, a node snapshot) the kernel log of the boot the tree stands for:
 # the text `journalctl -k -b` prints (sim/sysroot.py writes it from the profile's kernel_log lines).
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
@@ -80,12 +79,7 @@ def _physical_devices(sysroot):
     """``{slot: bdf}``: the lowest PCI function of every AMD GPU slot (partitions are functions of one device)."""
     base = join(sysroot, "sys/bus/pci/devices")
     slots = {}
-    for bdf in list_dir(base):
-        dev = os.path.join(base, bdf)
-        if read_text(os.path.join(dev, "vendor"), "").lower() != AMD_VENDOR:
-            continue
-        if not read_text(os.path.join(dev, "class"), "").lower().startswith(("0x03", "0x12")):
-            continue
+    for bdf in amd_gpu_functions(sysroot):
         slot = bdf.rsplit(".", 1)[0]
         if slot not in slots or bdf < slots[slot]:
             slots[slot] = bdf

@@ -21,9 +21,8 @@ import os
 import re
 
 from .pci_config import EXT_CAP_ARI, ConfigSpace, human_bytes
-from .sysroot import join, list_dir, read_bytes, read_text
+from .sysroot import amd_gpu_functions, join, list_dir, read_bytes, read_text
 
-AMD_VENDOR = "0x1002"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 AER_KINDS = ("correctable", "nonfatal", "fatal")
 
@@ -82,15 +81,7 @@ def _device(sysroot, bdf, kind, name=None):
 
 def gather(sysroot="/"):
     """GPUs, RDMA NICs and the bridges above them, under ``sysroot`` (read-only)."""
-    base = join(sysroot, "sys/bus/pci/devices")
-    gpus = []
-    for bdf in list_dir(base):
-        dev = os.path.join(base, bdf)
-        if read_text(os.path.join(dev, "vendor"), "").lower() != AMD_VENDOR:
-            continue
-        if not read_text(os.path.join(dev, "class"), "").lower().startswith(("0x03", "0x12")):
-            continue
-        gpus.append(_device(sysroot, bdf, "gpu"))
+    gpus = [_device(sysroot, bdf, "gpu") for bdf in amd_gpu_functions(sysroot)]
     nics = []
     ib = join(sysroot, "sys/class/infiniband")
     for name in list_dir(ib):

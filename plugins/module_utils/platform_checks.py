@@ -28,11 +28,10 @@ import re
 
 from . import gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
-from .sysroot import join, list_dir, read_text
+from .sysroot import amd_gpu_functions, join, list_dir, read_text
 
 STATUSES = ("pass", "warn", "fail", "unknown")
 _RANK = {"pass": 0, "unknown": 1, "warn": 2, "fail": 3}
-AMD_VENDOR = "0x1002"
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 _STATE_DIR = re.compile(r"^state([0-9]+)$")
@@ -59,14 +58,8 @@ def _int_or_none(text):
 def _gather_gpus(sysroot):
     base = join(sysroot, "sys/bus/pci/devices")
     gpus = []
-    for bdf in list_dir(base):
+    for bdf in amd_gpu_functions(sysroot):
         dev = os.path.join(base, bdf)
-        if read_text(os.path.join(dev, "vendor"), "").lower() != AMD_VENDOR:
-            continue
-        pci_class = read_text(os.path.join(dev, "class"), "").lower()
-        # 0x03xxxx display controllers (MI210 PCIe cards), 0x12xxxx processing accelerators (OAM)
-        if not pci_class.startswith(("0x03", "0x12")):
-            continue
         gpus.append({
             "bdf": bdf,
             "device_id": read_text(os.path.join(dev, "device"), "").lower(),

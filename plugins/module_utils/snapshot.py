@@ -18,6 +18,7 @@ import time
 
 from .errors import TopotuneError
 from .files import write_atomic
+from .sysroot import AMD_VENDOR
 
 # Relative to the sysroot. Directories are walked whole (the KFD tree), globs expanded.
 TREES = ("sys/class/kfd/kfd/topology",)
@@ -64,7 +65,6 @@ CACHE_ATTRIBUTES = ("level", "type", "size", "shared_cpu_map")
 PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
                   "max_link_width", "current_link_speed", "max_link_speed", "fw_version/mec_fw_version")
 DEVICES = ("dev/kfd", "dev/dri/renderD*", "dev/dri/card*")
-AMD_VENDOR = "0x1002"
 # sysfs files report a 4 KiB size whatever they hold; nothing topotune reads is larger than this
 MAX_FILE = 1 << 20
 

@@ -23,14 +23,21 @@ Public API (standard library only, Python 3.8+):
     Sorted entry names, ``[]`` when the directory is missing.
 ``numeric_entries(path)``
     Entry names that are decimal integers, as ints in numeric order (KFD ``nodes/``, ``io_links/``).
+``amd_gpu_functions(sysroot)``
+    Sorted BDFs of the AMD GPU functions in ``sys/bus/pci/devices`` (every CPX/DPX partition's function too).
 """
 
 import os
 
 from .errors import TopotuneError
 
-__all__ = ["RAISE", "SysrootError", "join", "list_dir", "numeric_entries", "read_bytes", "read_int",
-           "read_properties", "read_text"]
+__all__ = ["AMD_VENDOR", "RAISE", "SysrootError", "amd_gpu_functions", "join", "list_dir", "numeric_entries",
+           "read_bytes", "read_int", "read_properties", "read_text"]
+
+AMD_VENDOR = "0x1002"
+# PCI classes of AMD Instinct GPUs: 0x03xxxx display controllers (MI210 PCIe cards), 0x12xxxx processing
+# accelerators (OAM)
+GPU_CLASSES = ("0x03", "0x12")
 
 RAISE = object()
 
@@ -159,3 +166,11 @@ def numeric_entries(path):
     """Return the entries of ``path`` named by decimal integers, in numeric order."""
     # isdigit() also accepts characters such as '²' that int() refuses
     return sorted(int(name) for name in list_dir(path) if name.isdigit() and name.isascii())
+
+
+def amd_gpu_functions(sysroot):
+    """Sorted BDFs of the AMD GPU functions under ``sysroot`` (``sys/bus/pci/devices``)."""
+    base = join(sysroot, "sys/bus/pci/devices")
+    return [bdf for bdf in list_dir(base)
+            if read_text(os.path.join(base, bdf, "vendor"), "").lower() == AMD_VENDOR
+            and read_text(os.path.join(base, bdf, "class"), "").lower().startswith(GPU_CLASSES)]
