@@ -29,7 +29,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 PREFIX = "tt-check"
-PROFILES = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "sim", "profiles")) if f.endswith(".yml"))
+ALL_PROFILES = sorted(f[:-4] for f in os.listdir(os.path.join(REPO, "sim", "profiles")) if f.endswith(".yml"))
 
 # What a real site.yml run does on a fresh node of each profile: None = completes; else the task it fails at and
 # what the failure message must say. Check mode never enforces the platform checks (playbooks/site.yml runs them
@@ -52,6 +52,13 @@ EXPECTED = {
     "mi300x-8gpu-spx": None,
     "mi308x-cpx": None,
 }
+
+# Fault profiles of mi300x-8gpu-spx that change only what the read-only health checks read (config space, AER and RAS
+# counters, firmware, VBIOS and partition files, the RDMA NICs' place): the roles write what they write on their base
+# profile, tested above, through the same tasks; molecule/health runs the checks on them (docs/health-checks.md).
+HEALTH_FAULTS = {"fault-acs-enabled", "fault-aer-fatal", "fault-ecc-uncorrectable", "fault-fw-mismatch",
+                 "fault-mixed-partitions", "fault-nic-far-numa", "fault-vbios-odd"}
+PROFILES = [profile for profile in ALL_PROFILES if profile not in HEALTH_FAULTS]
 
 # The controller-side report writes that run for real in a check run (docs/drift.md, "Check mode"); the applied
 # launch plan (out/launch/) is not rewritten by a run that applies nothing.
@@ -143,7 +150,7 @@ def _cluster(*args):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The task results of `site.yml --check`, then two real runs, on fresh nodes of every profile."""
-    assert set(EXPECTED) == set(PROFILES), "state the expected outcome of every profile in EXPECTED"
+    assert set(EXPECTED) | HEALTH_FAULTS == set(ALL_PROFILES), "state the expected outcome of every profile in EXPECTED"
     work = tmp_path_factory.mktemp("check")
     inventory = work / "hosts.yml"
     (work / "group_vars").mkdir()
