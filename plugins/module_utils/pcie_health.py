@@ -13,6 +13,8 @@ Public API (standard library only, Python 3.8+):
     ``pcie_ari_forwarding``, ``gpu_large_bar`` and ``pcie_aer``; ``knowledge`` is ``knowledge/pcie_health.yml``.
 ``nic_affinity(facts)``
     Which NIC is closest to each GPU, and the ``NCCL_IB_HCA`` suggestion when the topology is clear.
+``launch_rdma_options(sysroot)``
+    That suggestion as ``launch_render`` options (the launch_templates module and ``bin/topotune launch``).
 ``parse_aer(text)``
     An ``aer_dev_*`` file -> ``{name: count}`` (its ``TOTAL_ERR_*`` line under ``"total"``).
 """
@@ -244,6 +246,16 @@ def nic_affinity(facts):
             names.append(pair["nic"])
     return {"pairs": out, "nccl_ib_hca": None if reason else ",".join(names), "reason": reason,
             "problems": problems}
+
+
+def launch_rdma_options(sysroot):
+    """The launch_render options of the node's ``NCCL_IB_HCA`` suggestion: ``{"rdma_nics": {GPU slot: NIC}}`` when
+    nic_affinity makes one, else ``{"rdma_reason": why not}`` (the launch_templates module and ``bin/topotune
+    launch`` both use it, so they render the same files)."""
+    affinity = nic_affinity(gather(sysroot))
+    if affinity["nccl_ib_hca"]:
+        return {"rdma_nics": {pair["gpu"].rsplit(".", 1)[0]: pair["nic"] for pair in affinity["pairs"]}}
+    return {"rdma_reason": affinity["reason"]}
 
 
 def check_affinity(facts, knowledge):

@@ -192,8 +192,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
-from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import gather as gather_pcie
-from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
+from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import launch_rdma_options
 
 
 class LaunchTemplates:
@@ -210,11 +209,7 @@ class LaunchTemplates:
         if not options["node_name"]:
             options["node_name"] = socket.gethostname().split(".")[0] or "NODE"
         if self.params["sysroot"]:
-            affinity = nic_affinity(gather_pcie(self.params["sysroot"]))
-            if affinity["nccl_ib_hca"]:
-                options["rdma_nics"] = {p["gpu"].rsplit(".", 1)[0]: p["nic"] for p in affinity["pairs"]}
-            else:
-                options["rdma_reason"] = affinity["reason"]
+            options.update(launch_rdma_options(self.params["sysroot"]))
         result = render(self.params["topology"], options)
         for warning in result["warnings"]:
             self.module.warn(warning)
