@@ -10,7 +10,7 @@ author: topotune contributors (@topotune)
 short_description: Required kernel parameters of a node's GPU generation, as kernel_tuning_cmdline entries
 description:
   - Returns the C(kernel_params.required) list of the node's GPU generation in C(knowledge/gpu_generations.yml)
-    (the generation of most of the topology's GPUs, by PCI device id, variants included) as C({name, value})
+    (the model's C(identity), which M(topotune.instinct.gpu_topology) adds at discovery) as C({name, value})
     entries, in the knowledge file's order.
   - A topology without known GPUs gets the parameters common to every AMD Instinct GPU
     (C(tables.kernel_params_common)); MI300A, for example, adds C(transparent_hugepage=always) and
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import detect_generation
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import generation_entry, model_identity
 
 
 def _entry(param):
@@ -58,8 +58,7 @@ def kernel_params(topology, generations):
         raise AnsibleFilterError("kernel_params: generations must be knowledge/gpu_generations.yml "
                                  "(lookup('topotune.instinct.knowledge', 'gpu_generations')), got %s"
                                  % type(generations).__name__)
-    gpus = [g for g in ((topology or {}).get("gpus") or []) if isinstance(g, Mapping) and g.get("device_id")]
-    gen = detect_generation([{"device_id": str(g["device_id"]).lower()} for g in gpus], generations["generations"])
+    gen = generation_entry(generations["generations"], model_identity(topology, generations["generations"]))
     params = ((gen or {}).get("kernel_params") or ((generations.get("tables") or {}).get("kernel_params_common")) or {})
     return [_entry(p) for p in params.get("required") or []]
 

@@ -15,6 +15,8 @@ description:
     own discovery).
   - The one place that says which model wins; the roles and playbooks pass their variables and never repeat the
     order.
+  - A model without C(identity) (one the inventory gives, or an older capture) gets it as discovery adds it
+    (C(module_utils/gpu_identity.py) over C(knowledge/gpu_generations.yml)).
 options:
   _input:
     description: The role's own topology variable (empty mapping for none).
@@ -44,11 +46,17 @@ _value:
 
 from collections.abc import Mapping
 
+from ansible_collections.topotune.instinct.plugins.action.gpu_topology import generations
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import identify_model
+
 
 def node_topology(given, inventory=None, discovery=None):
     for model in (given, inventory, discovery.get("topology") if isinstance(discovery, Mapping) else None):
         if isinstance(model, Mapping) and len(model) > 0:
-            return model
+            if isinstance(model.get("identity"), Mapping):
+                return model
+            # a model made without discovery's identity (an inventory's, an older capture): identified the same way
+            return dict(model, identity=identify_model(model, generations()))
     return {}
 
 

@@ -39,7 +39,7 @@ import time
 from .errors import TopotuneError
 from .files import write_atomic
 from .managed_state import MANIFEST_MISSING, MANIFEST_OK, MANIFEST_UNREADABLE, parse_systemctl_show, verify_path
-from .platform_checks import STATUSES, _has_param, cmdline_params, detect_generation, gather, run_checks
+from .platform_checks import STATUSES, _has_param, cmdline_params, gather, node_identity, run_checks
 from .process import CommandError, run
 from .sysroot import join, read_text
 
@@ -175,7 +175,7 @@ def _platform_stage(config):
     options["pending_cmdline"] = _pending(config)[0]
     facts = gather(config["sysroot"])
     results = run_checks(facts, knowledge, options)
-    gen = detect_generation(facts["gpus"], knowledge["generations"], options.get("generation"))
+    generation = node_identity(facts, knowledge, options)["generation"]
     counts = {status: 0 for status in STATUSES}
     for item in results:
         counts[item["status"]] = counts.get(item["status"], 0) + 1
@@ -186,7 +186,7 @@ def _platform_stage(config):
         ("topotune_platform_checks", "gauge", "Platform checks by status in the last check.",
          [({"status": status}, counts[status]) for status in STATUSES]),
     ]
-    return families, (gen or {}).get("name") or "unknown"
+    return families, generation or "unknown"
 
 
 def _reboot_stage(config):

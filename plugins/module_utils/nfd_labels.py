@@ -86,16 +86,21 @@ def _driver_mode(text, pattern):
 
 
 def node_labels(topology, checks, version, compute_partition=None, memory_partition=None):
-    """Label name -> value. ``topology``: the gpu_topology model; ``checks``: the platform_checks result
-    (``generation``, ``summary`` with per-status counts), or None when the checks did not run (check labels then
+    """Label name -> value. ``topology``: the gpu_topology model (its ``identity`` names the generation, product
+    and kind); ``checks``: the platform_checks result (``generation``, ``identity``, ``summary`` with per-status
+    counts), or None when the checks did not run (check labels then
     ``unknown``). ``compute_partition``/``memory_partition``: the driver's sysfs text, or None."""
     topology = topology or {}
+    # the identity discovery decided (the topology's), else the one the platform checks report: the same function
+    identity = topology.get("identity") or (checks or {}).get("identity") or {}
     gpus = topology.get("gpus") or []
     physical = len(topology.get("physical_devices") or []) or len(gpus)
     summary = (checks or {}).get("summary") or {}
     failing = summary.get("fail") if isinstance(summary.get("fail"), int) else None
     labels = {
-        "gpu.generation": (checks or {}).get("generation"),
+        "gpu.generation": identity.get("generation") or (checks or {}).get("generation"),
+        "gpu.product": identity.get("product"),
+        "gpu.kind": identity.get("kind"),
         "gpu.count": physical,
         "gpu.logical-count": len(gpus),
         "gpu.compute-partition": _driver_mode(compute_partition, r"^[A-Z]PX$") or compute_partition_mode(topology),

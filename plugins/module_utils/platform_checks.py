@@ -6,16 +6,14 @@ Public API (standard library only, Python 3.8+):
     Read-only: the facts the checks need, from sysfs/procfs under ``sysroot`` (PCI GPU links, cmdline,
     IOMMU units, CPU packages and NUMA nodes, SMT, NUMA balancing, THP, cpuidle, cpufreq, DMI BIOS).
     Missing files become ``None`` (the check then reports ``unknown``), never an exception.
-``detect_generation(gpus, generations, name=None)``
-    The generation entry (from ``knowledge/gpu_generations.yml``) matching the GPUs' device ids, or the
-    one named ``name``; ``None`` when nothing matches.
+``node_identity(facts, knowledge, options=None)``
+    The node's GPU identity (``module_utils/gpu_identity.py``: generation, product, kind physical/hf/vf/apu) from
+    the PCI device ids ``gather`` read; option ``generation`` forces the generation by name.
 ``run_checks(facts, knowledge, options=None)``
     Pure: list of results ``{id, status, observed, expected, remediation, source, cvs}``; ``status`` is
     one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
     (``generation``, ``gpu_count``, ``bios_version``, ``cpu_governor``, ``transparent_hugepage``,
     ``skip``).
-``device_variant(gpus, gen)``
-    The generation's ``variants`` entry the GPUs' device id names (HF product variant, SR-IOV ``vf``), or None.
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
 
@@ -28,6 +26,7 @@ import re
 
 from . import gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
+from .gpu_identity import generation_entry, identify
 from .sysroot import amd_gpu_functions, join, list_dir, read_text
 
 STATUSES = ("pass", "warn", "fail", "unknown")
@@ -211,48 +210,25 @@ def _slot(bdf):
     return bdf.rsplit(".", 1)[0]
 
 
-def detect_generation(gpus, generations, name=None):
-    """Return the generation entry for the GPUs (most frequent device id) or the one named ``name``."""
-    if name:
-        wanted = name.upper()
-        for gen in generations:
-            if gen.get("name", "").upper() == wanted or wanted in [a.upper() for a in gen.get("aliases") or []]:
-                return gen
-        return None
-    by_id = {}
-    for gen in generations:
-        for dev in list(gen.get("device_ids") or []) + [v.get("device_id") for v in gen.get("variants") or []]:
-            by_id[str(dev).lower()] = gen
-    counts = {}
-    for gpu in gpus:
-        gen = by_id.get(gpu["device_id"])
-        if gen is not None:
-            counts[gen["name"]] = counts.get(gen["name"], 0) + 1
-    if not counts:
-        return None
-    best = max(sorted(counts), key=lambda n: counts[n])
-    return next(g for g in generations if g["name"] == best)
-
-
-def device_variant(gpus, gen):
-    """The variant entry (``{device_id, kind, name}``) of ``gen`` the GPUs are, or None for its main device ids."""
-    variants = {str(v.get("device_id")).lower(): v for v in (gen or {}).get("variants") or []}
-    seen = [variants[g["device_id"]] for g in gpus if g.get("device_id") in variants]
-    return max(seen, key=seen.count) if seen else None
+def node_identity(facts, knowledge, options=None):
+    """The node's GPU identity (``gpu_identity.identify``) from the PCI functions ``gather`` found; the option
+    ``generation`` forces the generation by name."""
+    return identify([g["device_id"] for g in facts["gpus"]], (knowledge or {}).get("generations") or [],
+                    (options or {}).get("generation"))
 
 
 # Settings of the physical host: an SR-IOV guest sees a virtual link, the VM's NUMA and IOMMU, not the host's BIOS.
 HOST_ONLY = ("gpu_pcie_speed_width", "iommu_state", "numa_nps", "smt")
 
 
-def _as_guest(results, variant, gen):
+def _as_guest(results, identity, gen):
     """Host-level results of a virtual-function guest become unknown, naming where to check them."""
     out = []
     attest = {item["id"] for item in (gen or {}).get("bios_attest") or []}
     for res in results:
         if res["id"] in HOST_ONLY or res["id"] in attest or res["id"] in pcie_health.HOST_ONLY:
             res = dict(res, status="unknown", observed="%s (SR-IOV virtual function %s): %s" % (
-                variant["name"], variant["device_id"], res["observed"]),
+                identity["product"], identity["device_id"], res["observed"]),
                 remediation="a guest sees the hypervisor's virtual link, NUMA and IOMMU: check %s on the host"
                 % res["id"])
         out.append(res)
@@ -274,36 +250,30 @@ def summarize(results):
 
 
 # ----------------------------------------------------------------------------------------------- checks
-def _check_generation(facts, gen, options):
-    amd = sorted({g["device_id"] for g in facts["gpus"]})
+def _check_generation(identity, gen):
+    source = (gen or {}).get("devices_source") or "knowledge/gpu_generations.yml"
     if gen is None:
-        if options.get("generation"):
-            return _result("gpu_generation", "fail", "generation %r not in the knowledge table" % options["generation"],
-                           "a known generation", "set platform_checks_generation to one of the names in "
-                           "knowledge/gpu_generations.yml, or leave it empty to detect it", "knowledge/gpu_generations.yml")
-        return _result("gpu_generation", "unknown",
-                       "no known AMD Instinct device id (%s)" % (", ".join(amd) or "no AMD GPU"),
-                       "a device id listed in knowledge/gpu_generations.yml",
+        if identity["how"] == "given":
+            return _result("gpu_generation", "fail", identity["reason"], "a known generation",
+                           "set platform_checks_generation to one of the names in knowledge/gpu_generations.yml, or "
+                           "leave it empty to identify the GPUs by PCI device id", source)
+        return _result("gpu_generation", "unknown", identity["reason"], "a device id listed in knowledge/gpu_generations.yml",
                        "check that amdgpu sees the GPUs (lspci -d 1002:), or set platform_checks_generation; "
-                       "GPU expectations fall back to each device's own maximum link", "knowledge/gpu_generations.yml")
-    known = [str(x).lower() for x in gen.get("device_ids") or []]
-    names = {}
-    for variant in gen.get("variants") or []:
-        known.append(str(variant.get("device_id")).lower())
-        names[str(variant.get("device_id")).lower()] = variant.get("name")
-    ids = [d for d in amd if d not in known]
-    observed = "%s (%s)" % (gen["name"], ", ".join("%s %s" % (d, names[d]) if d in names else d for d in amd)
+                       "GPU expectations fall back to each device's own maximum link", source)
+    names = {str(d.get("id")).lower(): d.get("name") for d in gen.get("devices") or []}
+    observed = "%s (%s)" % (gen["name"], ", ".join("%s %s" % (d, names[d]) for d in identity["device_ids"])
                             or "forced by platform_checks_generation")
-    if ids:
-        return _result("gpu_generation", "warn", observed + "; other AMD devices: " + ", ".join(ids),
+    if identity["other_device_ids"]:
+        return _result("gpu_generation", "warn", observed + "; other AMD devices: " + ", ".join(identity["other_device_ids"]),
                        "one GPU generation per node", "mixed GPU generations: check the node's inventory group",
-                       gen.get("source", ""))
-    return _result("gpu_generation", "pass", observed, gen["name"], source=gen.get("source", ""))
+                       source)
+    return _result("gpu_generation", "pass", observed, gen["name"], source=source)
 
 
-def _check_gpu_count(facts, gen, options):
-    slots = sorted({_slot(g["bdf"]) for g in facts["gpus"]
-                    if gen is None or g["device_id"] in [str(x).lower() for x in gen.get("device_ids") or []]})
+def _check_gpu_count(facts, identity, gen, options):
+    # every device id of the identified generation counts (HF variants and VFs included); unknown: every AMD GPU
+    ids = set(identity["device_ids"]) if gen is not None else None
+    slots = sorted({_slot(g["bdf"]) for g in facts["gpus"] if ids is None or g["device_id"] in ids})
     expected = options.get("gpu_count") or (gen or {}).get("devices_per_node")
     observed = "%d GPU device(s)" % len(slots)
     source = "system-acceptance-docs docs/common/health-checks.md (lspci -d 1002:74a1 = 8); " + _CVS_SOURCE
@@ -569,12 +539,12 @@ def _check_attest(gen):
 def run_checks(facts, knowledge, options=None):
     """Return the list of check results for ``facts`` (from ``gather``) against ``knowledge``."""
     options = options or {}
-    generations = (knowledge or {}).get("generations") or []
     host = (knowledge or {}).get("host") or {}
-    gen = detect_generation(facts["gpus"], generations, options.get("generation"))
+    identity = node_identity(facts, knowledge, options)
+    gen = generation_entry((knowledge or {}).get("generations"), identity)
     results = [
-        _check_generation(facts, gen, options),
-        _check_gpu_count(facts, gen, options),
+        _check_generation(identity, gen),
+        _check_gpu_count(facts, identity, gen, options),
         _check_pcie(facts, gen),
         _check_gpu_numa(facts),
     ]
@@ -596,8 +566,7 @@ def run_checks(facts, knowledge, options=None):
     # GPU health: only when gathered and knowledge/gpu_health.yml is passed (knowledge key gpu_health)
     results.extend(gpu_health.run_checks(facts.get("health"), (knowledge or {}).get("gpu_health"), gen, facts,
                                          options, host))
-    variant = device_variant(facts["gpus"], gen)
-    if variant and variant.get("kind") == "vf":
-        results = _as_guest(results, variant, gen)
+    if identity["kind"] == "vf":
+        results = _as_guest(results, identity, gen)
     skip = set(options.get("skip") or [])
     return [r for r in results if r["id"] not in skip]

@@ -20,7 +20,7 @@ Public API (standard library only, Python 3.8+):
     or out-of-place-only runs, repeated cycles, ``#wrong`` in exponent form, ``NCCL_DEBUG`` lines.
     Refused with a one-line message: no table (a crashed run quotes the tool's error line), rows without
     their column header (grep-filtered output), a malformed row with rows after it.
-``load_expectations(data)`` / ``resolve_generation(...)`` / ``compare_busbw(result, expectations, generation)``
+``load_expectations(data)`` / ``compare_busbw(result, expectations, generation)``
     Compare a parsed run with AMD's published RCCL pass criterion of a GPU generation
     (``knowledge/rccl_expectations.yml``): in-place busbw at the message size AMD states, for the rank
     count AMD states; the status is ``ok``, ``below``, ``failed`` (the compared row failed validation)
@@ -624,37 +624,6 @@ def load_expectations(data):
         raise RcclParseError("rccl_expectations has no `generations` list (pass lookup('topotune.instinct.knowledge', "
                              "'rccl_expectations'))")
     return data
-
-
-def resolve_generation(expectations, generation=None, device_ids=None, device_names=None, generations=None):
-    """Name of the expectation entry for a run: explicit, by PCI device id, or by the device name printed.
-
-    ``generations`` is the ``generations`` list of knowledge/gpu_generations.yml (for device ids).
-    Returns ``(name or None, how)``.
-    """
-    entries = (expectations or {}).get("generations") or []
-    names = {}
-    for entry in entries:
-        if not isinstance(entry, dict):
-            continue
-        for name in [entry.get("name")] + list(entry.get("aliases") or []):
-            if name:
-                names[str(name).upper()] = entry["name"]
-    if generation:
-        return names.get(str(generation).upper(), generation), "given"
-    for gen in generations or []:
-        ids = {str(d).lower() for d in gen.get("device_ids") or []}
-        if any(str(d).lower() in ids for d in device_ids or []):
-            for name in [gen.get("name")] + list(gen.get("aliases") or []):
-                if name and str(name).upper() in names:
-                    return names[str(name).upper()], "device id"
-            return gen.get("name"), "device id"
-    for device_name in device_names or []:
-        words = re.findall(r"[A-Za-z0-9]+", str(device_name).upper())
-        for word in words:
-            if word in names:
-                return names[word], "device name %r" % device_name
-    return None, "unknown"
 
 
 def _size_text(size):

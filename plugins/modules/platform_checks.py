@@ -149,10 +149,28 @@ inventory:
     kernel_release: 6.8.0-45-generic
     bios_version: "1.0.0"
 generation:
-  description: Name of the GPU generation the expectations came from, or null when none matched.
+  description: Name of the GPU generation the expectations came from (RV(identity.generation)), or null when none matched.
   returned: always
   type: str
   sample: MI300X
+identity:
+  description:
+    - The node's GPU identity, decided by one function (C(module_utils/gpu_identity.py)) from the PCI device ids over
+      the C(devices) of C(knowledge/gpu_generations.yml); the topology model carries the same dict.
+    - C(kind) is C(physical), C(hf) (a product variant with the same expectations), C(vf) (an SR-IOV guest, whose host-level
+      checks are C(unknown) there) or C(apu); C(reason) says why C(generation) is null.
+  returned: always
+  type: dict
+  sample:
+    generation: MI300X
+    product: MI300X HF
+    kind: hf
+    device_id: "0x74a9"
+    gfx: gfx942
+    device_ids: ["0x74a9"]
+    other_device_ids: []
+    how: device id
+    reason: null
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -161,8 +179,8 @@ from ansible_collections.topotune.instinct.plugins.module_utils.errors import To
 from ansible_collections.topotune.instinct.plugins.module_utils.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
-    detect_generation,
     gather,
+    node_identity,
     run_checks,
     summarize,
 )
@@ -183,12 +201,13 @@ class PlatformChecks:
                     "pending_cmdline", "skip")}
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
-        gen = detect_generation(facts["gpus"], knowledge["generations"], options["generation"])
+        identity = node_identity(facts, knowledge, options)
         return {
             "changed": False,
             "results": results,
             "summary": summarize(results),
-            "generation": gen["name"] if gen else None,
+            "generation": identity["generation"],
+            "identity": identity,
             "rdma_affinity": nic_affinity(facts["pcie"]),
             "inventory": inventory(facts.get("health"), facts),
         }

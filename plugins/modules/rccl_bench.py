@@ -65,10 +65,12 @@ options:
   topology:
     description:
       - The topology model (C(topotune_discovery.topology), registered from M(topotune.instinct.gpu_topology)); its
-        C(gpus[].device_id) identify the generation.
+        C(identity) (set at discovery) names the generation.
     type: dict
   gpu_generations:
-    description: The knowledge file C(gpu_generations) (maps device ids to generations).
+    description:
+      - The knowledge file C(gpu_generations), whose generation names and aliases resolve O(generation) and the device
+        names a run prints; a topology without C(identity) is identified with it.
     type: dict
   expectations:
     description:
@@ -157,12 +159,12 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import by_name, identify, model_identity
 from ansible_collections.topotune.instinct.plugins.module_utils.process import TIMED_OUT, CommandError, run
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import (
     RcclParseError,
     compare_busbw,
     parse_perf,
-    resolve_generation,
 )
 
 _BINARY = "all_reduce_perf"
@@ -216,12 +218,26 @@ class RcclBench:
             command, rc, quoted[0] if quoted else "no output"))
         return out
 
+    def _generation(self, result):
+        """(generation, how): given, else the topology's identity, else a device name the run printed."""
+        p = self.params
+        generations = (p["gpu_generations"] or {}).get("generations") or []
+        if p["generation"]:
+            named = identify([], generations, p["generation"])["generation"] if generations else None
+            return named or p["generation"], "given"
+        if p["topology"]:
+            identity = model_identity(p["topology"], generations)
+            if identity["generation"]:
+                return identity["generation"], "topology identity (%s %s)" % (identity["product"], identity["device_id"])
+        for name in result["device_names"]:
+            gen = by_name(generations, name)
+            if gen is not None:
+                return gen["name"], "device name %r" % name
+        return None, "unknown"
+
     def _compare(self, result):
         p = self.params
-        topology = p["topology"] or {}
-        device_ids = [g.get("device_id") for g in topology.get("gpus") or [] if g.get("device_id")]
-        generation, how = resolve_generation(p["expectations"], p["generation"], device_ids, result["device_names"],
-                                             (p["gpu_generations"] or {}).get("generations"))
+        generation, how = self._generation(result)
         if p["expectations"]:
             comparison = compare_busbw(result, p["expectations"], generation)
         else:

@@ -18,8 +18,8 @@ Public API (standard library only, Python 3.8+):
     (frameworks overlap gradient buckets with the backward pass, so a measured share is better).
 ``fabric_for(config, generation=None, topology=None, generations=None)``
     Where a node's collective (GPU-GPU) traffic flows: the ``fabrics`` entry of ``config`` for the GPU
-    generation (given, or from the topology's PCI device ids looked up in ``generations``, the list of
-    knowledge/gpu_generations.yml), else what the topology's links show (``xgmi_full_mesh`` when every pair
+    generation (given, or the topology's ``identity``; ``generations``, the list of knowledge/gpu_generations.yml,
+    identifies a model made without one), else what the topology's links show (``xgmi_full_mesh`` when every pair
     of GPU devices has a direct xGMI link). ``None`` when nothing is known.
 ``cross_numa_share(topology, gpus=None, fabric=None)``
     Fraction of GPU pairs (of ``gpus``, default all) whose collective traffic crosses NUMA nodes through the
@@ -39,6 +39,7 @@ Public API (standard library only, Python 3.8+):
 import re
 
 from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import model_identity
 
 _ARTICLE_MODEL = {"base": 0.15, "reference_size_b": 13, "exponent": 0.7, "cap": 0.5}
 
@@ -146,12 +147,9 @@ def fabric_for(config, generation=None, topology=None, generations=None):
     """The fabric entry (where collective traffic flows) for a generation or a topology; see the module docstring."""
     fabrics = [f for f in (config or {}).get("fabrics") or [] if isinstance(f, dict)]
     name, how = (str(generation), "given") if generation else (None, None)
-    if name is None and topology and generations:
-        ids = {str(g.get("device_id")).lower() for g in topology.get("gpus") or [] if g.get("device_id")}
-        for gen in generations:
-            if isinstance(gen, dict) and ids & {str(d).lower() for d in gen.get("device_ids") or []}:
-                name, how = gen.get("name"), "device id"
-                break
+    if name is None and topology:
+        name = model_identity(topology, generations)["generation"]
+        how = "topology identity" if name else None
     if name:
         for entry in fabrics:
             if name.upper() in [str(g).upper() for g in entry.get("generations") or []]:

@@ -514,7 +514,11 @@ def _topology_view(topology):
                 "partition pairs": "number of directly linked partition pairs"}
     summary = link_summary(topology)
     warnings = [text(w) for w in topology.get("warnings") or [] if w]
+    identity = topology.get("identity") if isinstance(topology.get("identity"), dict) else {}
     return {"gpus": len(gpus), "devices": len(phys) or len(gpus), "gfx": ", ".join(gfx) or "gfx unknown",
+            "identity": text("%s (%s, %s)" % (identity["generation"], identity.get("product"), identity.get("kind"))
+                             if identity.get("generation") else
+                             "generation unknown: %s" % (identity.get("reason") or "no identity in the model")),
             "device_ids": ", ".join(devices), "hives": len(hives), "source": text(topology.get("source") or "unknown"),
             "diagram": diagram, "partitioned": info["partitioned"], "drawn_links": info["drawn_links"],
             "width_by": ", ".join(width_by.get(m, m) for m in info["width_by"])

@@ -290,7 +290,7 @@ def test_filter_reads_the_generation_and_the_run_shape():
     # two hosts: the ranks per host are not known from the run, no subset warning
     registered["result"]["hosts"] = ["gpu-a01", "gpu-a02"]
     assert not any("full-mesh" in w for w in cluster_advice(registered, comm_share=0.5)["warnings"])
-    # the topology's device ids, through the collection's gpu_generations
+    # the topology's identity (a model without one is identified through the collection's gpu_generations)
     advice = cluster_advice(None, comm_share=0.5, topology=_mi300x(), gpus=[0, 1])
-    assert advice["inputs"]["fabric"]["found_by"] == "device id" and advice["inputs"]["cross_numa_share"] == 0.0
+    assert advice["inputs"]["fabric"]["found_by"] == "topology identity" and advice["inputs"]["cross_numa_share"] == 0.0
     assert advice["outcome"] == "tune_environment" and any("on 2 of the 8 GPUs" in w for w in advice["warnings"])

@@ -141,11 +141,14 @@ def test_required_kernel_parameters_come_from_knowledge():
 def test_topology_chain_is_the_filters():
     from ansible_collections.topotune.instinct.plugins.filter.node_topology import node_topology
 
-    given, inventory, discovery = {"gpus": [1]}, {"gpus": [2]}, {"topology": {"gpus": [3]}}
+    given, inventory = {"gpus": [1], "identity": {}}, {"gpus": [2], "identity": {}}
+    discovery = {"topology": {"gpus": [3], "identity": {}}}
     assert node_topology(given, inventory, discovery) is given
     assert node_topology({}, inventory, discovery) is inventory
-    assert node_topology({}, {}, discovery) == {"gpus": [3]}
+    assert node_topology({}, {}, discovery) == {"gpus": [3], "identity": {}}
     assert node_topology({}, {}, {"skipped": True}) == {}
+    # a model without identity gets the one discovery would have given it
+    assert node_topology({}, {"gpus": [{"index": 0, "device_id": "0x74a9"}]}, {})["identity"]["product"] == "MI300X HF"
     for top in ("roles", "playbooks"):
         for root, _dirs, files in os.walk(os.path.join(REPO, top)):
             for name in files:

@@ -115,7 +115,7 @@ def test_rendered_file_is_sorted_name_value_lines(sim_model):
     lines = text.splitlines()
     assert lines[0].startswith("# ") and text.endswith("\n")
     body = lines[1:]
-    assert body == sorted(body) and len(body) == 10
+    assert body == sorted(body) and len(body) == 12
     assert "%s/gpu.xgmi-hives=2" % PREFIX in body and "%s/checks.passing=no" % PREFIX in body
     for line in body:
         name, value = line.split("=", 1)

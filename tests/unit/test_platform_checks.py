@@ -30,7 +30,7 @@ def tuned_facts(gen, **over):
     count = gen["devices_per_node"] or 4
     nps = gen["nps_allowed"][0]
     facts = {
-        "gpus": [{"bdf": "0000:%02x:00.0" % (0x10 * (i + 1)), "device_id": gen["device_ids"][0],
+        "gpus": [{"bdf": "0000:%02x:00.0" % (0x10 * (i + 1)), "device_id": gen["devices"][0]["id"],
                   "numa_node": i * 2 // count, "current_width": pcie["width"], "max_width": pcie["width"],
                   "current_speed_gts": pcie["speed_gts"], "max_speed_gts": pcie["speed_gts"]} for i in range(count)],
         "cmdline": "BOOT_IMAGE=/vmlinuz ro " + " ".join(gen["kernel_params"]["required"]) + " processor.max_cstate=1",
@@ -49,16 +49,18 @@ GEN_NAMES = sorted(GENERATIONS)
 
 
 def test_knowledge_entries_are_complete_and_sourced():
-    fields = ("name", "device_ids", "gfx", "pcie", "nps_allowed", "iommu_bios", "kernel_params", "smt",
+    fields = ("name", "devices", "devices_source", "gfx", "pcie", "nps_allowed", "iommu_bios", "kernel_params", "smt",
               "companion_cpu", "source")
     seen = set()
     for gen in KNOWLEDGE["generations"]:
         for field in fields:
             assert field in gen, "%s lacks %s" % (gen.get("name"), field)
-        for dev in gen["device_ids"]:
-            assert dev == dev.lower() and dev.startswith("0x") and len(dev) == 6, dev
-            assert dev not in seen, "device id %s in two generations" % dev
-            seen.add(dev)
+        assert gen["devices"][0]["kind"] in ("physical", "apu"), "%s: the main part comes first" % gen["name"]
+        for dev in gen["devices"]:
+            assert set(dev) == {"id", "name", "kind"} and dev["kind"] in ("physical", "hf", "vf", "apu"), dev
+            assert dev["id"] == dev["id"].lower() and dev["id"].startswith("0x") and len(dev["id"]) == 6, dev
+            assert dev["id"] not in seen, "device id %s in two generations" % dev["id"]
+            seen.add(dev["id"])
         assert gen["gfx"].startswith("gfx")
         assert gen["kernel_params"]["source"]
     for name in ("MI210", "MI250X", "MI300X", "MI308X", "MI325X", "MI355X"):
@@ -200,7 +202,7 @@ def test_forced_unknown_generation_fails_clearly():
 
 
 def test_generation_detection_by_alias_and_partitions():
-    assert pc.detect_generation([], KNOWLEDGE["generations"], "mi250")["name"] == "MI250X"
+    assert pc.node_identity({"gpus": []}, KNOWLEDGE, {"generation": "mi250"})["generation"] == "MI250X"
     gen = GENERATIONS["MI308X"]
     facts = tuned_facts(gen)
     # CPX: partitions are PCI functions .0-.3 of one GPU; the count is per physical GPU
@@ -327,7 +329,7 @@ def test_nps_outside_the_recommended_value_follows_amds_wording(name, numa_nodes
     ("0x74a9", "MI300X", "hf"), ("0x74b5", "MI300X", "vf"), ("0x74bd", "MI300X", "vf"),
     ("0x74a8", "MI308X", "hf"), ("0x74b6", "MI308X", "vf"), ("0x74bc", "MI308X", "vf"),
     ("0x74b9", "MI325X", "vf"), ("0x75b0", "MI355X", "vf"), ("0x75b3", "MI355X", "vf"), ("0x7410", "MI210", "vf"),
-    ("0x74a0", "MI300A", None),
+    ("0x74a0", "MI300A", "apu"), ("0x740f", "MI210", "physical"), ("0x75a0", "MI355X", "physical"),
 ])
 def test_variants_and_mi300a_are_recognised(device_id, name, kind):
     gen = GENERATIONS[name]
@@ -335,7 +337,10 @@ def test_variants_and_mi300a_are_recognised(device_id, name, kind):
     facts["gpus"] = [dict(g, device_id=device_id) for g in facts["gpus"]]
     results = _by_id(pc.run_checks(facts, KNOWLEDGE))
     assert results["gpu_generation"]["status"] == "pass" and name in results["gpu_generation"]["observed"]
-    assert (pc.device_variant(facts["gpus"], gen) or {}).get("kind") == kind
+    assert pc.node_identity(facts, KNOWLEDGE)["kind"] == kind
+    # every variant counts as a GPU of its generation (an 8x MI300X-HF node shows 8 GPUs, not 0)
+    assert results["pci_accelerators"]["observed"] == "%d GPU device(s)" % len(facts["gpus"])
+    assert results["pci_accelerators"]["status"] == ("pass" if gen["devices_per_node"] else "unknown")
     host_level = [results[i]["status"] for i in pc.HOST_ONLY]
     if kind == "vf":
         # a guest cannot see the host's link, NUMA, IOMMU or BIOS: asked to check them there, not failed

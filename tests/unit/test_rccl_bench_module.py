@@ -56,7 +56,8 @@ def test_saved_output_parsed_and_compared(run_module, check_mode):
     assert code == 0 and result["changed"] is False and result["skipped"] is False
     assert len(result["result"]["rows"]) == 32 and result["result"]["avg_busbw"] == 116.669
     comparison = result["comparison"]
-    assert (comparison["generation"], comparison["generation_from"], comparison["status"]) == ("MI300X", "device id", "ok")
+    assert (comparison["generation"], comparison["generation_from"], comparison["status"]) == (
+        "MI300X", "topology identity (MI300X 0x74a1)", "ok")
     # AMD's criterion: in-place busbw at 8 GiB >= 304 GB/s (not the run's 318.98 peak)
     assert (comparison["expected_busbw"], comparison["measured_busbw"], comparison["message_bytes"],
             comparison["column"]) == (304.0, 317.66, 8589934592, "in_place")
@@ -67,7 +68,8 @@ def test_saved_output_parsed_and_compared(run_module, check_mode):
 def test_fake_binary_runs_and_is_parsed(tmp_path, run_module):
     _fake_binary(tmp_path, MI355X)
     args = {"rccl_tests_path": str(tmp_path), "arguments": ["-b", "512K", "-e", "16G", "-g", "8"],
-            "environment": {"NCCL_DEBUG": "VERSION"}, "expectations": _knowledge("rccl_expectations")}
+            "environment": {"NCCL_DEBUG": "VERSION"}, "expectations": _knowledge("rccl_expectations"),
+            "gpu_generations": _knowledge("gpu_generations")}
     code, result = run_module(rccl_bench, **args)
     assert code == 0 and result["rc"] == 0
     assert result["cmd"] == [str(tmp_path / "build" / "all_reduce_perf"), "-b", "512K", "-e", "16G", "-g", "8"]

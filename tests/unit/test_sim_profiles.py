@@ -250,13 +250,16 @@ def test_profile_is_documented(name):
     p = sysroot.load_profile(name)
     assert p["description"].strip()
     prov = p["provenance"]
-    assert prov["kind"] in ("capture", "synthetic", "fault", "scale", "test")
+    assert prov["kind"] in ("capture", "synthetic", "variant", "fault", "scale", "test")
     if prov["kind"] == "capture":
         assert "tests/fixtures/kfd/" in prov["source"] and prov["inferred"]
     if prov["kind"] == "synthetic":
         assert p["description"].startswith("SYNTHETIC") and len(prov["cites"]) >= 3
-    if prov["kind"] in ("fault", "scale", "test"):
+    if prov["kind"] in ("variant", "fault", "scale", "test"):
         assert prov["derived_from"].split()[0] in PROFILES
+    if prov["kind"] == "variant":
+        # another device of the same part (an HF product variant): cited, like a synthetic profile
+        assert p["description"].startswith("VARIANT") and prov["cites"]
     if prov["kind"] == "test":
         assert p["description"].startswith("TEST") and prov["purpose"].strip()
     # a profile that sets cores_per_l3 says where the number comes from (cites / illustrative / inferred)
