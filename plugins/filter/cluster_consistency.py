@@ -7,15 +7,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: cluster_consistency
 author: topotune contributors (@topotune)
-short_description: Compare GPU firmware, VBIOS, partition modes, ROCm, kernel and BIOS versions across nodes
+short_description: Compare GPU firmware, VBIOS, ROCm, kernel and BIOS versions across the nodes of a hardware class
 description:
   - >-
-    Takes the per-node C(inventory) that M(topotune.instinct.platform_checks) returns (in C(platform_checks_report))
-    and, per item, finds the value most nodes have and names the nodes that differ; when no value is held by more
-    than half of the nodes it says so instead of picking one.
+    Takes the per-node C(inventory) that M(topotune.instinct.platform_checks) returns (in C(platform_checks_report)),
+    groups the nodes by hardware class (GPU product and partition mode, e.g. C(MI300X SPX/NPS1): an MI300X node is
+    never judged against MI308X firmware) and, per class and item, finds the value most nodes have and names the
+    nodes that differ; when no value is held by more than half of the nodes it says so instead of picking one.
   - >-
     A node whose GPUs disagree among themselves gets the value C(mixed: a | b) (the node's own
-    C(gpu_firmware_consistency) or C(gpu_partition_mode) check names the GPU); unreadable values are C(unknown).
+    C(gpu_firmware_consistency) check names the GPU); a value a node could not read leaves that node under
+    C(unknown) for the item, never among the nodes that differ; items no node of a class has are not listed.
 options:
   _input:
     description: Host names, e.g. C(ansible_play_hosts).
@@ -42,16 +44,18 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description:
-    - C(nodes), C(items) (C(item), C(label), C(status) consistent/differs/no_majority, C(majority), C(odd),
-      C(values) value to hosts), C(odd_nodes) (host to items), C(summary); or with O(lines) a list of lines.
+    - C(nodes), C(classes) (class to hosts), C(items) (C(item), C(label), C(class), C(status)
+      consistent/differs/no_majority/unknown, C(majority), C(odd), C(unknown) hosts, C(values) value to hosts),
+      C(odd_nodes) (host to items), C(summary); or with O(lines) a list of lines.
   type: raw
   sample:
     nodes: [node1, node2, node3]
+    classes: {MI300X SPX/NPS1: [node1, node2, node3]}
     items:
-      - {item: vbios, label: VBIOS, status: differs, majority: 113-M3000100-102, odd: [node3],
-         values: {113-M3000100-102: [node1, node2], 113-M3000108-103: [node3]}}
+      - {item: vbios, label: VBIOS, class: MI300X SPX/NPS1, status: differs, majority: 113-M3000100-102, odd: [node3],
+         unknown: [], values: {113-M3000100-102: [node1, node2], 113-M3000108-103: [node3]}}
     odd_nodes: {node3: [vbios]}
-    summary: {items: 12, differing: 1, no_majority: 0}
+    summary: {items: 12, differing: 1, no_majority: 0, unknown: 0}
 """
 
 from ansible.errors import AnsibleFilterError

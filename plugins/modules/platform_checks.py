@@ -134,8 +134,9 @@ rdma_affinity:
 inventory:
   description:
     - What the cross-node consistency comparison (filter C(topotune.instinct.cluster_consistency)) needs from this
-      node, per physical GPU its VBIOS, C(fw_version) files and partition modes, and the ROCm, kernel and BIOS
-      versions (null when unreadable).
+      node, per physical GPU its VBIOS, C(fw_version) files and partition modes, the ROCm, kernel and BIOS
+      versions (null when unreadable), and the GPU C(identity) (generation, product, kind) whose product and
+      partition mode make the hardware class nodes are compared within.
   returned: always
   type: dict
   sample:
@@ -148,6 +149,7 @@ inventory:
     rocm_version: 6.4.1-112
     kernel_release: 6.8.0-45-generic
     bios_version: "1.0.0"
+    identity: {generation: MI300X, product: MI300X, kind: physical}
 generation:
   description: Name of the GPU generation the expectations came from (RV(identity.generation)), or null when none matched.
   returned: always
@@ -209,7 +211,8 @@ class PlatformChecks:
             "generation": identity["generation"],
             "identity": identity,
             "rdma_affinity": nic_affinity(facts["pcie"]),
-            "inventory": inventory(facts.get("health"), facts),
+            "inventory": dict(inventory(facts.get("health"), facts),
+                              identity={key: identity[key] for key in ("generation", "product", "kind")}),
         }
 
 

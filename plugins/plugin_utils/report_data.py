@@ -721,7 +721,7 @@ def _overview_row(number, host, sections, status):
 
 
 _CONSISTENCY_STATUS = {"consistent": ("st-pass", "same"), "differs": ("st-fail", "differs"),
-                       "no_majority": ("st-warn", "no majority")}
+                       "no_majority": ("st-warn", "no majority"), "unknown": ("st-unknown", "unknown")}
 
 
 def consistency_view(data):
@@ -736,19 +736,21 @@ def consistency_view(data):
         return None
     report = compare_nodes(inventories)
     rows = []
-    # items that differ first, then those without a majority, then the consistent ones
-    order = {"differs": 0, "no_majority": 1, "consistent": 2}
-    for row in sorted(report["items"], key=lambda r: (order[r["status"]], r["label"])):
+    # items that differ first, then those without a majority, then the consistent ones, then the unknown ones
+    order = {"differs": 0, "no_majority": 1, "consistent": 2, "unknown": 3}
+    for row in sorted(report["items"], key=lambda r: (order[r["status"]], r["class"], r["label"])):
         odd = "; ".join("%s: %s" % (value, ", ".join(hosts)) for value, hosts in row["values"].items()
-                        if value != row["majority"]) if row["status"] != "consistent" else ""
-        rows.append((row["label"], _CONSISTENCY_STATUS[row["status"]],
+                        if value != row["majority"]) if row["status"] in ("differs", "no_majority") else ""
+        rows.append((row["class"], row["label"], _CONSISTENCY_STATUS[row["status"]],
                      row["majority"] if row["majority"] is not None else "(none)",
-                     len(row["values"].get(row["majority"], [])) if row["majority"] is not None else 0, odd))
+                     len(row["values"].get(row["majority"], [])) if row["majority"] is not None else 0, odd,
+                     ", ".join(row["unknown"])))
     return {"nodes": len(report["nodes"]), "differing": report["summary"]["differing"],
             "no_majority": report["summary"]["no_majority"],
+            "classes": [(klass, ", ".join(hosts)) for klass, hosts in sorted(report["classes"].items())],
             "odd_nodes": [(host, ", ".join(items)) for host, items in sorted(report["odd_nodes"].items())],
-            "table": _table(("item", "status", "majority value", "nodes", "nodes that differ (value: nodes)"), rows,
-                            numeric=(3,))}
+            "table": _table(("hardware class", "item", "status", "majority value", "nodes",
+                             "nodes that differ (value: nodes)", "unknown on"), rows, numeric=(4,))}
 
 
 def report_view(data, title=None):

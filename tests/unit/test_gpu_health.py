@@ -2,6 +2,7 @@
 laid out as systemd reads them, and the simulated fault profiles; the cross-node comparison
 (plugin_utils/consistency.py) on per-node inventories."""
 
+import copy
 import importlib.util
 import os
 
@@ -283,10 +284,11 @@ def test_inventory_of_a_profile(profile_facts):
 
 
 # -------------------------------------------------------------------------------------- consistency
-def _inv(vbios="113-M3000100-102", rocm="6.4.1-112", gpus=2, **gpu_over):
+def _inv(vbios="113-M3000100-102", rocm="6.4.1-112", gpus=2, product="MI300X", **gpu_over):
     return {"gpus": [dict({"bdf": "0000:%02x:00.0" % i, "vbios": vbios, "firmware": {"mec": "0x000000b1"},
                            "compute_partition": "SPX", "memory_partition": "NPS1"}, **gpu_over) for i in range(gpus)],
-            "rocm_version": rocm, "kernel_release": "6.8.0-45-generic", "bios_version": "1.0.0"}
+            "rocm_version": rocm, "kernel_release": "6.8.0-45-generic", "bios_version": "1.0.0",
+            "identity": {"generation": product.split()[0], "product": product, "kind": "physical"}}
 
 
 def _row(report, item):
@@ -299,20 +301,44 @@ def test_consistency_names_the_odd_node():
     assert (vbios["status"], vbios["majority"], vbios["odd"]) == ("differs", "113-M3000100-102", ["n3"])
     assert report["odd_nodes"] == {"n3": ["vbios"]}
     assert _row(report, "rocm_version")["status"] == "consistent"
-    assert lines(report) == ["VBIOS: 113-M3000100-102 on 2 node(s); odd: n3 (113-M3000108-103)"]
+    assert lines(report) == ["MI300X SPX/NPS1 VBIOS: 113-M3000100-102 on 2 node(s); odd: n3 (113-M3000108-103)"]
 
 
 def test_consistency_without_majority_says_so():
     report = compare({"n1": _inv(rocm="6.4.1"), "n2": _inv(rocm="7.0.2")})
     row = _row(report, "rocm_version")
     assert row["status"] == "no_majority" and row["majority"] is None and row["odd"] == []
-    assert lines(report) == ["ROCm: no majority: 6.4.1 on n1; 7.0.2 on n2"]
+    assert lines(report) == ["MI300X SPX/NPS1 ROCm: no majority: 6.4.1 on n1; 7.0.2 on n2"]
 
 
 def test_consistency_mixed_gpus_and_unknown_values():
     mixed = _inv()
     mixed["gpus"][1] = dict(mixed["gpus"][1], compute_partition="CPX")
-    report = compare({"n1": _inv(), "n2": _inv(), "n3": mixed, "n4": _inv(rocm=None)})
-    assert _row(report, "compute_partition")["values"]["mixed: CPX | SPX"] == ["n3"]
-    assert _row(report, "rocm_version")["odd"] == ["n4"] and "unknown" in _row(report, "rocm_version")["values"]
-    assert compare({})["items"] and compare({})["summary"]["differing"] == 0
+    odd_fw = _inv()
+    odd_fw["gpus"][1]["firmware"] = {"mec": "0x000000a9"}
+    report = compare({"n1": _inv(), "n2": _inv(), "n3": mixed, "n4": _inv(rocm=None), "n5": odd_fw})
+    # a node whose GPUs disagree on their partition mode is a class of its own (its node-level check fails it)
+    assert report["classes"]["MI300X mixed: CPX/NPS1 | SPX/NPS1"] == ["n3"]
+    assert _row(report, "firmware:mec")["values"]["mixed: 0x000000a9 | 0x000000b1"] == ["n5"]
+    # unknown on a node is "unknown there", never "differs"
+    rocm = _row(report, "rocm_version")
+    assert (rocm["status"], rocm["odd"], rocm["unknown"]) == ("consistent", [], ["n4"])
+    assert compare({})["items"] == [] and compare({})["summary"]["differing"] == 0
+
+
+def test_consistency_compares_within_a_hardware_class():
+    # the demo's cluster: MI300X and MI308X nodes on their own firmware, MI250X/MI210 nodes with no such files
+    mi250x = _inv(product="MI250X", vbios=None, compute_partition=None, memory_partition=None)
+    for gpu in mi250x["gpus"]:
+        gpu["firmware"] = {}
+    nodes = {"x1": _inv(), "x2": _inv(), "x3": _inv(vbios="113-M3000108-103"),
+             "m1": _inv(product="MI308X", vbios="113-M3080100-100"), "m2": _inv(product="MI308X", vbios="113-M3080100-100"),
+             "m3": _inv(product="MI308X", vbios="113-M3080100-100"), "r1": mi250x, "r2": copy.deepcopy(mi250x)}
+    report = compare(nodes)
+    assert report["classes"] == {"MI250X": ["r1", "r2"], "MI300X SPX/NPS1": ["x1", "x2", "x3"],
+                                 "MI308X SPX/NPS1": ["m1", "m2", "m3"]}
+    # a healthy MI300X node is not the odd one out against MI308X firmware; the MI300X on another VBIOS is
+    assert report["odd_nodes"] == {"x3": ["vbios"]}
+    # the MI250X nodes have no VBIOS/fw_version files: not listed as differing, not listed at all for their class
+    assert not [r for r in report["items"] if r["class"] == "MI250X" and r["item"].startswith(("vbios", "firmware"))]
+    assert report["summary"]["differing"] == 1
