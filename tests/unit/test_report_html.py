@@ -433,13 +433,18 @@ def test_cluster_consistency_table_names_the_odd_node(tmp_path):
     data = load_report_dir(base)
     page = render_report(data)
     section = page.split('<section class="consistency"')[1].split("</section>")[0]
-    assert "3 node(s) compared: 1 item(s) differ, 0 without a majority value." in section
+    assert "3 node(s) compared within their hardware class (GPU product and partition mode): 1 item(s) differ, " \
+           "0 without a majority value." in section
+    # inventories without identity: one class, named as such
+    assert '<p class="hw-class">unidentified GPU SPX/NPS1: n1, n2, n3</p>' in section
     assert "Odd node out: n3 (vbios)" in section
     # the differing item first, red; its majority value and the odd node with its value (escaped)
     first_row = section.split("<tr>")[2]
-    assert '<td>VBIOS</td><td class="st-fail">differs</td><td>113-M3000100-102</td><td class="num">2</td>' in first_row
+    assert ('<td>unidentified GPU SPX/NPS1</td><td>VBIOS</td><td class="st-fail">differs</td><td>113-M3000100-102</td>'
+            '<td class="num">2</td>') in first_row
     assert "113-&lt;b&gt;odd&lt;/b&gt;: n3" in first_row and "<b>odd</b>" not in page
     assert '<td class="st-pass">same</td>' in section
+    assert '<td>ROCm</td><td class="st-unknown">unknown</td>' in section
 
 
 def test_no_consistency_section_without_inventories(report_dir):
