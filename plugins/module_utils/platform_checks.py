@@ -12,8 +12,8 @@ Public API (standard library only, Python 3.8+):
 ``run_checks(facts, knowledge, options=None)``
     Pure: list of results ``{id, status, observed, expected, remediation, source, cvs}``; ``status`` is
     one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
-    (``generation``, ``gpu_count``, ``bios_version``, ``cpu_governor``, ``transparent_hugepage``,
-    ``skip``).
+    (``generation``, ``gpu_count``, ``expected`` (``module_utils/expected_values.py``), ``cpu_governor``,
+    ``transparent_hugepage``, ``skip``).
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
 
@@ -24,8 +24,9 @@ the check; the ``cvs`` key names the CVS test.
 import os
 import re
 
-from . import gpu_health, pcie_health
+from . import expected_values, gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
+from .expected_values import check_expected
 from .gpu_identity import generation_entry, identify
 from .sysroot import amd_gpu_functions, join, list_dir, read_text
 
@@ -168,6 +169,8 @@ def gather(sysroot="/"):
     facts["pcie"] = pcie_health.gather(sysroot)
     # GPU health (partitions, RAS, kernel log, firmware, power managers): module_utils/gpu_health.py
     facts["health"] = gpu_health.gather(sysroot)
+    # what only the pinned expectations read (OS release, online memory): module_utils/expected_values.py
+    facts["expected"] = expected_values.gather(sysroot)
     return facts
 
 
@@ -510,21 +513,16 @@ def _check_governor(facts, host, options):
                    "role topotune.instinct.cpu_governor (cpu_governor_governor: %s)" % want, source)
 
 
-def _check_bios_version(facts, options):
-    want = options.get("bios_version")
+def _check_bios_version(facts):
+    """The BIOS version reported when no version is pinned (platform_checks_expected.bios_version checks it)."""
     value = facts["bios_version"]
     source = "sys/class/dmi/id/bios_version (dmidecode -s bios-version); " + _CVS_SOURCE
     cvs = "test_check_bios_version"
     if value is None:
-        return _result("bios_version", "unknown", "sys/class/dmi/id/bios_version missing", want or "any",
+        return _result("bios_version", "unknown", "sys/class/dmi/id/bios_version missing", "any",
                        "no DMI on this platform (VM or ARM): attest the BIOS version by hand", source, cvs)
-    if not want:
-        return _result("bios_version", "pass", value, "any (set platform_checks_bios_version to pin)",
-                       source=source, cvs=cvs)
-    if value == want:
-        return _result("bios_version", "pass", value, want, source=source, cvs=cvs)
-    return _result("bios_version", "fail", value, want,
-                   "update the BIOS to %s (vendor tool), or fix platform_checks_bios_version" % want, source, cvs)
+    return _result("bios_version", "pass", value, "any (set platform_checks_expected.bios_version to pin)",
+                   source=source, cvs=cvs)
 
 
 def _check_attest(gen):
@@ -558,8 +556,12 @@ def run_checks(facts, knowledge, options=None):
         _check_thp(facts, host, options),
         _check_cstate(facts, host),
         _check_governor(facts, host, options),
-        _check_bios_version(facts, options),
     ])
+    # pinned versions and sizes (platform_checks_expected): a uniformly wrong fleet fails
+    expected = check_expected(options.get("expected"))
+    if "bios_version" not in expected:
+        results.append(_check_bios_version(facts))
+    results.extend(expected_values.run_checks(facts, expected))
     results.extend(_check_attest(gen))
     # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
     results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}))

@@ -49,10 +49,19 @@ options:
     description: GPUs (physical PCI devices; partitions count once) this node must show. C(0) uses the generation's value.
     type: int
     default: 0
-  bios_version:
-    description: Expected DMI BIOS version; empty accepts any and reports it.
-    type: str
-    default: ""
+  expected:
+    description:
+      - What every node of the group must run, so that a uniformly wrong fleet fails (cross-node consistency only
+        finds the odd node). Keys left out are not checked; each key set is a check of its own.
+      - C(rocm_version) (check C(expected_rocm_version)), C(kernel_release) (C(expected_kernel_release)),
+        C(os_release) (C(expected_os_release), C(ID VERSION_ID) of C(etc/os-release), for example C(ubuntu 22.04)),
+        C(bios_version) (C(bios_version), which otherwise reports the version and accepts any), C(vbios)
+        (C(expected_vbios), every GPU), C(firmware) (C(expected_firmware), a mapping of amdgpu C(fw_version) file
+        names such as C(mec) or C(sos) to versions, every GPU), each a string (an C(fnmatch) pattern such as
+        C(6.4.*)) or a list of accepted strings; C(min_online_memory_gib) (C(expected_online_memory)), the online
+        system memory the node must have.
+    type: dict
+    default: {}
   cpu_governor:
     description: Expected CPU frequency governor; empty uses the knowledge file's value.
     type: str
@@ -199,7 +208,7 @@ class PlatformChecks:
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
         options = {key: self.params[key] for key in
-                   ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage",
+                   ("generation", "gpu_count", "expected", "cpu_governor", "transparent_hugepage",
                     "pending_cmdline", "skip")}
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
@@ -223,7 +232,7 @@ def main():
             "knowledge": {"type": "dict", "required": True},
             "generation": {"type": "str"},
             "gpu_count": {"type": "int", "default": 0},
-            "bios_version": {"type": "str", "default": ""},
+            "expected": {"type": "dict", "default": {}},
             "cpu_governor": {"type": "str", "default": ""},
             "transparent_hugepage": {"type": "str", "default": ""},
             "pending_cmdline": {"type": "list", "elements": "str", "default": []},

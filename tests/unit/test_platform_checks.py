@@ -187,7 +187,7 @@ def test_numa_minus1_is_harmless_on_a_single_numa_node():
 
 def test_options_override_expectations():
     facts = tuned_facts(GENERATIONS["MI300X"], thp="madvise")
-    opts = {"transparent_hugepage": "madvise", "bios_version": "9.9", "gpu_count": 4, "skip": ["smt"]}
+    opts = {"transparent_hugepage": "madvise", "expected": {"bios_version": "9.9"}, "gpu_count": 4, "skip": ["smt"]}
     results = _by_id(pc.run_checks(facts, KNOWLEDGE, opts))
     assert results["transparent_hugepage"]["status"] == "pass"
     assert results["bios_version"]["status"] == "fail"
@@ -283,7 +283,7 @@ def test_knowledge_roundtrip_is_not_mutated():
 
 class _FakeModule:
     def __init__(self, **params):
-        self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "bios_version": "", "cpu_governor": "",
+        self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "expected": {}, "cpu_governor": "",
                        "transparent_hugepage": "", "pending_cmdline": [], "skip": [], **params}
         self.check_mode = True
 
