@@ -2,7 +2,7 @@
 
 Public API (standard library only, Python 3.8+):
 
-``gather(sysroot)``
+``gather(sysroot, unit_root="/")``
     Read-only: the facts the checks need, from sysfs/procfs under ``sysroot`` (PCI GPU links, cmdline,
     IOMMU units, CPU packages and NUMA nodes, SMT, NUMA balancing, THP, cpuidle, cpufreq, DMI BIOS).
     Missing files become ``None`` (the check then reports ``unknown``), never an exception.
@@ -31,6 +31,27 @@ from .gpu_identity import generation_entry, identify
 from .sysroot import amd_gpu_functions, join, list_dir, read_text
 
 STATUSES = ("pass", "warn", "fail", "unknown")
+# The check engine's options, declared once: the platform_checks module's argument spec and the flags of
+# `bin/topotune checks` are built from here (``help`` is the CLI's; the module drops it).
+OPTIONS = {
+    "generation": {"type": "str", "default": None,
+                   "help": "force the GPU generation by name (e.g. MI300X); default: identified from PCI device ids"},
+    "gpu_count": {"type": "int", "default": 0,
+                  "help": "GPUs (physical devices) the node must show; 0: the generation's devices_per_node"},
+    "expected": {"type": "dict", "default": {},
+                 "help": "pinned versions and sizes, a JSON or YAML file of platform_checks_expected's keys"},
+    "cpu_governor": {"type": "str", "default": "", "help": "expected CPU governor; empty: the knowledge file's"},
+    "transparent_hugepage": {"type": "str", "default": "",
+                             "help": "expected transparent hugepage mode; empty: the knowledge file's"},
+    "pending_cmdline": {"type": "list", "elements": "str", "default": [],
+                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing)"},
+    "skip": {"type": "list", "elements": "str", "default": [], "help": "a check id to leave out (repeatable)"},
+}
+
+
+def argument_spec():
+    """``OPTIONS`` as an AnsibleModule argument spec."""
+    return {name: {k: v for k, v in spec.items() if k != "help"} for name, spec in OPTIONS.items()}
 _RANK = {"pass": 0, "unknown": 1, "warn": 2, "fail": 3}
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
@@ -149,8 +170,9 @@ def _possible_cpus(sysroot):
         return None
 
 
-def gather(sysroot="/"):
-    """Return the observed facts under ``sysroot`` (read-only)."""
+def gather(sysroot="/", unit_root="/"):
+    """Return the observed facts under ``sysroot`` (read-only); systemd unit files are read under ``unit_root`` (their
+    real paths on a node, the snapshot's directory offline)."""
     iommu_dir = join(sysroot, "sys/class/iommu")
     facts = {
         "gpus": _gather_gpus(sysroot),
@@ -168,7 +190,7 @@ def gather(sysroot="/"):
     # PCIe and RDMA health (module_utils/pcie_health.py): bridges, NICs, config space, AER counters
     facts["pcie"] = pcie_health.gather(sysroot)
     # GPU health (partitions, RAS, kernel log, firmware, power managers): module_utils/gpu_health.py
-    facts["health"] = gpu_health.gather(sysroot)
+    facts["health"] = gpu_health.gather(sysroot, unit_root=unit_root)
     # what only the pinned expectations read (OS release, online memory): module_utils/expected_values.py
     facts["expected"] = expected_values.gather(sysroot)
     return facts

@@ -190,6 +190,8 @@ from ansible_collections.topotune.instinct.plugins.module_utils.errors import To
 from ansible_collections.topotune.instinct.plugins.module_utils.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
+    OPTIONS,
+    argument_spec,
     gather,
     node_identity,
     run_checks,
@@ -207,9 +209,7 @@ class PlatformChecks:
         if not isinstance(knowledge.get("generations"), list):
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
-        options = {key: self.params[key] for key in
-                   ("generation", "gpu_count", "expected", "cpu_governor", "transparent_hugepage",
-                    "pending_cmdline", "skip")}
+        options = {key: self.params[key] for key in OPTIONS}
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         identity = node_identity(facts, knowledge, options)
@@ -230,13 +230,7 @@ def main():
         argument_spec={
             "sysroot": {"type": "path", "default": "/"},
             "knowledge": {"type": "dict", "required": True},
-            "generation": {"type": "str"},
-            "gpu_count": {"type": "int", "default": 0},
-            "expected": {"type": "dict", "default": {}},
-            "cpu_governor": {"type": "str", "default": ""},
-            "transparent_hugepage": {"type": "str", "default": ""},
-            "pending_cmdline": {"type": "list", "elements": "str", "default": []},
-            "skip": {"type": "list", "elements": "str", "default": []},
+            **argument_spec(),
         },
         supports_check_mode=True,
     )
