@@ -6,9 +6,11 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from ansible_collections.topotune.instinct.plugins.filter.drift_line import drift_line
 from ansible_collections.topotune.instinct.plugins.filter.drift_reports import drift_reports
+from ansible_collections.topotune.instinct.plugins.module_utils import drift_metrics
 from ansible_collections.topotune.instinct.plugins.module_utils import managed_state as ms
 from ansible_collections.topotune.instinct.plugins.modules import managed_state as module
 
@@ -701,9 +703,6 @@ def test_owned_root_is_kept_by_merges_and_checked():
 
 
 def test_unrecorded_dirs_are_the_drift_exporter_configuration_directory():
-    import yaml
-    from ansible_collections.topotune.instinct.plugins.module_utils import drift_metrics
-
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "roles/drift_exporter/vars/main.yml"), encoding="utf-8") as handle:
         config = yaml.safe_load(handle)["__drift_exporter_config_file"]
