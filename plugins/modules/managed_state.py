@@ -14,7 +14,7 @@ description:
     timestamp, so recording an unchanged node reports C(changed=false).
   - O(state=recorded) also records, per owner, the directories of its files below O(owned_root) (not O(owned_root)
     itself); they are topotune's alone, and verification reports any other entry in them as C(stale). The manifest
-    keeps O(owned_root) too: a directory in it (or between it and an owner's directory) that leads to no owner's
+    keeps O(owned_root) too, and a directory in it (or between it and an owner's directory) that leads to no owner's
     directory, such as an operator's C(mv container container.bak), is C(stale) as well (the drift check's own
     C(drift-exporter) directory excepted); files there (the manifest) are not watched. An owned directory replaced by
     a symlink or a file is a C(stale) item expecting C(directory), and nothing is listed through it.
