@@ -30,8 +30,8 @@ Unit enablement is read from the unit files on disk (``unit_file_state``, the ru
 
 Public API (standard library only, Python 3.8+): ``normalize_entries``, ``file_state``, ``build_manifest``,
 ``merge_manifest``, ``load_manifest``, ``manifest_problem``, ``verify_manifest``, ``manifest_item``,
-``unit_file_state``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``, ``prune_plan``,
-``mark_corrected``, ``summarize``, ``stale_entries``, ``remove_entry``. Drift items have the shape of the report's ``drift/<host>.json``:
+``unit_file_state``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``, ``stale_entries``, ``prune_plan``,
+``remove_entry``, ``mark_corrected``, ``summarize``. Drift items have the shape of the report's ``drift/<host>.json``:
 ``{owner, kind, item, expected, observed, corrected}``; ``kind`` is ``file``, ``value``, ``json_key``, ``group``,
 ``unit``, ``stale`` or ``manifest``.
 """
