@@ -232,7 +232,8 @@ def check(config, now=time.time, previous=None):
          "was created.", [({"stage": stage}, counter[stage]) for stage in STAGES]),
         ("topotune_drift_check_success", "gauge", "1 when every stage of the last check ran.", [({}, int(not errors))]),
         ("topotune_drift_check_interval_seconds", "gauge",
-         "Longest time between two checks with the installed timer (OnUnitActiveSec + RandomizedDelaySec).",
+         "Longest time between two checks with the installed timer (OnUnitActiveSec + RandomizedDelaySec); 0 when "
+         "the timer is off (checks run only by hand).",
          [({}, float(config.get("interval_seconds") or 0))]),
         ("topotune_drift_check_duration_seconds", "gauge", "Wall-clock time of the last check.",
          [({}, round(time.monotonic() - started_mono, 6))]),

@@ -17,7 +17,12 @@ only the owned keys (nested mappings key by key), so keys a user added never cou
 
 At record time every owner also gets ``dirs``: the directories of its files that lie under ``owned_root`` (the
 manifest's directory, ``/etc/topotune``, but not that directory itself, which holds the manifest and the run lock).
-Those directories are topotune's alone, so verification reports any other entry in them as ``stale``.
+Those directories are topotune's alone, so verification reports any other entry in them as ``stale``. The manifest
+also keeps ``owned_root``: in it and in the directories between it and the owners' ``dirs``, every *directory* that
+leads to no owner's directory (an operator's ``mv container container.bak``) is ``stale`` too, except the ones
+topotune writes without recording them (``UNRECORDED_DIRS``). Files there (the manifest, the reboot record) are not
+watched. Nothing is listed through a symlink: an owned directory, or one on the way to it, that is a symlink (or a
+file) is itself a ``stale`` item (expected ``directory``), and its target is never read or removed.
 
 Unit enablement is read from the unit files on disk (``unit_file_state``, the rules of systemd's
 ``systemctl is-enabled``), not from the running manager: ``systemctl show`` answers from its cache, which still says
@@ -25,8 +30,8 @@ Unit enablement is read from the unit files on disk (``unit_file_state``, the ru
 
 Public API (standard library only, Python 3.8+): ``normalize_entries``, ``file_state``, ``build_manifest``,
 ``merge_manifest``, ``load_manifest``, ``manifest_problem``, ``verify_manifest``, ``manifest_item``,
-``unit_file_state``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``, ``prune_plan``,
-``mark_corrected``, ``summarize``. Drift items have the shape of the report's ``drift/<host>.json``:
+``unit_file_state``, ``parse_systemctl_show``, ``read_group_db``, ``flatten_keys``, ``stale_entries``, ``prune_plan``,
+``remove_entry``, ``mark_corrected``, ``summarize``. Drift items have the shape of the report's ``drift/<host>.json``:
 ``{owner, kind, item, expected, observed, corrected}``; ``kind`` is ``file``, ``value``, ``json_key``, ``group``,
 ``unit``, ``stale`` or ``manifest``.
 """
@@ -37,6 +42,7 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import stat
 
 from .cpulist import parse as parse_cpulist
@@ -47,6 +53,12 @@ MANIFEST_VERSION = 1
 KINDS = ("files", "values", "json_keys", "groups", "units")
 ABSENT = "absent"
 _GLOB_CHARS = ("*", "?", "[")
+# Directories directly below the owned root that topotune writes without recording them in the manifest, so never
+# stale: the node-local drift check's configuration (role drift_exporter, /etc/topotune/drift-exporter/config.json;
+# tests/unit/test_managed_state.py compares it with the role).
+UNRECORDED_DIRS = ("drift-exporter",)
+# A stale directory's entries are counted up to this many (the count is for the report, not a limit on removal).
+_COUNT_LIMIT = 1000
 
 
 class ManifestError(TopotuneError):
@@ -202,8 +214,10 @@ def owned_dirs(files, owned_root):
 
 
 def build_manifest(entries, read_file=file_state, owned_root=None):
-    """The manifest for ``entries``: files with their current state, values with their glob match counts, and the
-    directories below ``owned_root`` that hold the owner's files (``dirs``)."""
+    """The manifest for ``entries``: files with their current state, values with their glob match counts, the
+    directories below ``owned_root`` that hold the owner's files (``dirs``), and ``owned_root`` itself."""
+    if owned_root is not None and not (isinstance(owned_root, str) and owned_root.startswith("/")):
+        raise ManifestError("managed_state: owned_root must be an absolute path, got %r" % (owned_root,))
     owners = normalize_entries(entries)
     for spec in owners.values():
         spec["dirs"] = owned_dirs(spec["files"], owned_root)
@@ -214,16 +228,25 @@ def build_manifest(entries, read_file=file_state, owned_root=None):
                 value["cpus"] = [c for c in value["cpus"] if os.path.exists(join(spec["sysroot"], value["path"].replace("{cpu}", str(c))))]
             elif _is_glob(value["path"]):
                 value["matched"] = len(_value_paths(spec["sysroot"], value["path"]))
-    return {"version": MANIFEST_VERSION, "owners": owners}
+    manifest = {"version": MANIFEST_VERSION, "owners": owners}
+    if owned_root:
+        manifest["owned_root"] = os.path.normpath(owned_root)
+    return manifest
 
 
 def merge_manifest(previous, new, keep_other_owners=True):
-    """``new`` plus, with ``keep_other_owners``, the owners of ``previous`` that ``new`` does not name."""
+    """``new`` plus, with ``keep_other_owners``, the owners of ``previous`` that ``new`` does not name; the owned
+    root is ``new``'s (``previous``'s when ``new`` has none)."""
     owners = {}
-    if keep_other_owners and isinstance(previous, dict) and isinstance(previous.get("owners"), dict):
+    previous = previous if isinstance(previous, dict) else {}
+    if keep_other_owners and isinstance(previous.get("owners"), dict):
         owners.update(previous["owners"])
     owners.update(new["owners"])
-    return {"version": MANIFEST_VERSION, "owners": dict(sorted(owners.items()))}
+    merged = {"version": MANIFEST_VERSION, "owners": dict(sorted(owners.items()))}
+    owned_root = new.get("owned_root") or previous.get("owned_root")
+    if owned_root:
+        merged["owned_root"] = owned_root
+    return merged
 
 
 def dumps(manifest):
@@ -300,6 +323,8 @@ def manifest_problem(data):
         return "not a manifest: a JSON %s, not an object" % type(data).__name__
     if not isinstance(data.get("owners"), dict):
         return "not a manifest: no owners mapping"
+    if "owned_root" in data and not (isinstance(data["owned_root"], str) and data["owned_root"].startswith("/")):
+        return "owned_root is not an absolute path"
     for owner, spec in sorted(data["owners"].items()):
         problem = _spec_problem(spec)
         if problem:
@@ -608,30 +633,125 @@ def _differing(expected, observed):
     return {k: expected.get(k) for k in keys}, {k: observed.get(k) for k in keys}
 
 
+def _count_entries(path):
+    """Entries below the directory ``path``, symlinks counted, never followed; ``(count, capped)``."""
+    count = 0
+    for _top, dirs, files in os.walk(path, followlinks=False):
+        count += len(dirs) + len(files)
+        if count >= _COUNT_LIMIT:
+            return _COUNT_LIMIT, True
+    return count, False
+
+
 def _describe_entry(path):
-    """``file``, ``directory``, ``symlink to <target>`` or ``other``: what stands at a stale path."""
+    """``file``, ``directory (N entries)``, ``symlink to <target>`` or ``other``: what stands at a stale path."""
     state = file_state(path) or {}
     kind = state.get("type", "file")
-    return "symlink to %s" % state.get("target", "?") if kind == "symlink" else kind
+    if kind == "symlink":
+        return "symlink to %s" % state.get("target", "?")
+    if kind == "directory":
+        count, capped = _count_entries(path)
+        if capped:
+            return "directory (%d+ entries)" % count
+        return "directory (%s)" % ("empty" if count == 0 else "1 entry" if count == 1 else "%d entries" % count)
+    return kind
 
 
-def stale_entries(owners):
-    """``[(owner, path)]``: entries of the owners' ``dirs`` that no owner manages (each directory is checked for the
-    first owner, by name, that lists it), and the number of directories checked."""
-    managed = {path for spec in owners.values() for path in (spec.get("files") or {})}
-    dirs = {}
+def _lstat_mode(path):
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return None
+
+
+def stale_entries(owners, owned_root=None):
+    """``([(owner, path, expected, observed)], checked)``: what stands in topotune's directories and no owner manages.
+
+    - every entry of an owner's ``dirs`` that is neither a managed file nor a watched directory (each directory is
+      checked for the first owner, by name, that lists it);
+    - with ``owned_root``, every directory in it and in the directories between it and the ``dirs`` that leads to
+      no watched directory (``UNRECORDED_DIRS`` excepted in ``owned_root``), for the owner whose directory name
+      begins its name (``container.bak``: the owner of ``container``), else the first owner below;
+    - an owned directory, or one on the way to it, that is not a real directory (a symlink, a file): the item is
+      that path, expected ``directory``, and nothing is listed through it.
+
+    ``expected`` is ``absent`` for a stale entry. ``checked`` counts the directories examined. A missing directory
+    is not stale (its files are reported absent). Symlinks are never followed below ``owned_root``.
+    """
+    managed = {os.path.normpath(path) for spec in owners.values() for path in (spec.get("files") or {})}
+    root = os.path.normpath(owned_root) if owned_root else None
+    dir_owner = {}
     for owner in sorted(owners):
         for directory in owners[owner].get("dirs") or []:
-            dirs.setdefault(directory, owner)
-    stale = []
-    for directory, owner in sorted(dirs.items()):
+            dir_owner.setdefault(os.path.normpath(directory), owner)
+    # the directories between the owned root and the owners' dirs: {directory: {child name: [owners below it]}}
+    ways = {}
+    if root:
+        for directory, owner in sorted(dir_owner.items()):
+            if not _under(directory, root):
+                continue
+            parent = root
+            for name in os.path.relpath(directory, root).split(os.sep):
+                below = ways.setdefault(parent, {}).setdefault(name, [])
+                if owner not in below:
+                    below.append(owner)
+                parent = os.path.join(parent, name)
+    watched = set(dir_owner) | set(ways)
+
+    def owner_below(directory):
+        below = sorted({o for d, o in dir_owner.items() if d == directory or _under(d, directory)})
+        return below[0] if below else dir_owner.get(directory)
+
+    def owner_by_name(directory, name):
+        prefixes = sorted((-len(child), sorted(below)[0]) for child, below in ways[directory].items()
+                          if name.startswith(child))
+        return prefixes[0][1] if prefixes else owner_below(directory)
+
+    stale, blocked, checked = [], [], 0
+    for directory in sorted(watched):  # a directory sorts before what lies below it
+        if any(directory == b or _under(directory, b) for b in blocked):
+            continue
+        if directory != root:
+            mode = _lstat_mode(directory)
+            if mode is None:
+                blocked.append(directory)  # missing: its files are reported absent
+                continue
+            if not stat.S_ISDIR(mode):
+                stale.append((owner_below(directory), directory, "directory", _describe_entry(directory)))
+                blocked.append(directory)
+                continue
+        checked += 1
         try:
             names = sorted(os.listdir(directory))
         except OSError:
-            continue  # a missing directory: its files are reported absent
-        stale.extend((owner, os.path.join(directory, name)) for name in names
-                     if os.path.join(directory, name) not in managed and os.path.join(directory, name) not in dirs)
-    return stale, len(dirs)
+            continue
+        for name in names:
+            path = os.path.join(directory, name)
+            if path in managed or path in watched:
+                continue
+            if directory in dir_owner:
+                stale.append((dir_owner[directory], path, ABSENT, _describe_entry(path)))
+            elif stat.S_ISDIR(_lstat_mode(path) or 0) and not (directory == root and name in UNRECORDED_DIRS):
+                stale.append((owner_by_name(directory, name), path, ABSENT, _describe_entry(path)))
+    return stale, checked
+
+
+def remove_entry(path):
+    """Remove what ``prune_plan`` names: a file or symlink with ``unlink`` (a symlink's target is never touched), a
+    directory with everything below it. False when nothing was there.
+
+    ``shutil.rmtree`` never follows a symlink below the directory: on Linux it walks by file descriptor
+    (``os.scandir``/``unlink``/``rmdir`` relative to each opened directory, checked with ``fstat`` against the
+    ``lstat`` it opened), so a link inside a stale directory pointing out of topotune's directories is removed as
+    a link and what it points to stays."""
+    mode = _lstat_mode(path)
+    if mode is None:
+        return False
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+    return True
 
 
 def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=None, unit_root="/"):
@@ -650,7 +770,7 @@ def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=N
     enablement = {}
     if group_db is None and any(spec.get("groups") for spec in owners.values()):
         group_db = read_group_db()
-    stale, dirs_checked = stale_entries(owners)
+    stale, dirs_checked = stale_entries(owners, manifest.get("owned_root"))
     checked += dirs_checked
     json_cache = {}
     for owner in sorted(owners):
@@ -662,9 +782,9 @@ def verify_manifest(manifest, read_file=file_state, unit_states=None, group_db=N
             if observed != expected:
                 exp, obs = _differing(expected, observed)
                 drifted.append(_drift(owner, "file", path, exp, obs))
-        for stale_owner, path in stale:
+        for stale_owner, path, wanted, found in stale:
             if stale_owner == owner:
-                drifted.append(_drift(owner, "stale", path, ABSENT, _describe_entry(path)))
+                drifted.append(_drift(owner, "stale", path, wanted, found))
         for value in spec.get("values") or []:
             checked += 1
             paths = _value_paths(sysroot, value["path"], value.get("cpus"))
@@ -743,19 +863,30 @@ def verify_path(path, unit_states=None, unit_root="/", group_db=None):
 
 def prune_plan(manifest, previous):
     """What a correction removes before the roles run, as ``[(path, what)]``: the ``stale`` entries of ``previous``
-    (drift items of the run being corrected) that are still stale, and a directory standing where a managed file
-    of an owner ``previous`` names belongs (the roles' atomic rename cannot replace a directory). Nothing outside
-    the manifest's files and ``dirs`` is ever named."""
+    (drift items of the run being corrected) that are still stale (a directory with what it holds; a symlink or file
+    standing where an owned directory belongs), and a directory standing where a managed file of an owner
+    ``previous`` names belongs (the roles' atomic rename cannot replace a directory). Nothing outside the manifest's
+    files, ``dirs`` and owned root is ever named, and nothing reached through a symlink below the owned root."""
     if manifest_problem(manifest):
         return []
     owners = manifest["owners"]
     items = [d for d in previous or [] if isinstance(d, dict)]
     named = {d.get("owner") for d in items}
-    still_stale = {path for _owner, path in stale_entries(owners)[0]}
-    plan = [(d["item"], "stale %s" % _describe_entry(d["item"])) for d in items
-            if d.get("kind") == "stale" and d.get("item") in still_stale]
+    found, _checked = stale_entries(owners, manifest.get("owned_root"))
+    still_stale = {path: wanted for _owner, path, wanted, _found in found}
+    # managed files are not looked at below a path that is not a real directory (its own stale item says so)
+    blocked = [path for path, wanted in still_stale.items() if wanted != ABSENT]
+    plan = []
+    for d in items:
+        path = d.get("item")
+        if d.get("kind") != "stale" or path not in still_stale:
+            continue
+        what = _describe_entry(path)
+        plan.append((path, "stale %s" % what if still_stale[path] == ABSENT else "%s in place of a topotune directory" % what))
     for owner in sorted(named & set(owners)):
         for path in sorted(owners[owner].get("files") or {}):
+            if any(_under(path, b) for b in blocked):
+                continue
             if (file_state(path) or {}).get("type") == "directory":
                 plan.append((path, "directory in place of a managed file"))
     return sorted(set(plan))

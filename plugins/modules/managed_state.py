@@ -13,7 +13,11 @@ description:
     call does not name keep their previous entries unless O(keep_other_owners=false). The manifest holds no
     timestamp, so recording an unchanged node reports C(changed=false).
   - O(state=recorded) also records, per owner, the directories of its files below O(owned_root) (not O(owned_root)
-    itself); they are topotune's alone, and verification reports any other entry in them as C(stale).
+    itself); they are topotune's alone, and verification reports any other entry in them as C(stale). The manifest
+    keeps O(owned_root) too, and a directory in it (or between it and an owner's directory) that leads to no owner's
+    directory, such as an operator's C(mv container container.bak), is C(stale) as well (the drift check's own
+    C(drift-exporter) directory excepted); files there (the manifest) are not watched. An owned directory replaced by
+    a symlink or a file is a C(stale) item expecting C(directory), and nothing is listed through it.
   - O(state=verified) reads the manifest and checks every entry in one pass (globs expanded here, unit enablement
     read from the unit files on disk with the rules of C(systemctl is-enabled), groups from C(/etc/group) and
     C(/etc/passwd)); it changes nothing and returns RV(drifted). Files are compared as entries (C(lstat)); a managed
@@ -28,9 +32,10 @@ description:
     verified, and a warning names the remedy (run C(playbooks/site.yml), or C(playbooks/drift.yml) with
     C(topotune_correct=true)).
   - O(state=pruned), run by a drift correction before the roles, removes what the roles cannot fix themselves, the
-    C(stale) entries of O(previous) that are still stale, and a directory standing where a managed file of an owner
-    named in O(previous) belongs. It never removes anything the manifest does not place in topotune's
-    directories or files.
+    C(stale) entries of O(previous) that are still stale (a stale directory with everything in it), and a directory
+    standing where a managed file of an owner named in O(previous) belongs. It never removes anything the manifest
+    does not place in topotune's directories or files, never reaches a path through a symlink below O(owned_root),
+    and removes a symlink as a link (what it points to stays, also for links inside a stale directory).
 author:
   - topotune contributors (@topotune)
 options:
@@ -126,7 +131,8 @@ removed:
   returned: state is pruned
   type: list
   elements: dict
-  sample: [{path: /etc/topotune/env/old.env, why: stale file}]
+  sample: [{path: /etc/topotune/env/old.env, why: stale file},
+           {path: /etc/topotune/container.bak, why: stale directory (3 entries)}]
 owners_drifted:
   description: Roles owning at least one drifted entry, sorted.
   returned: state is verified
@@ -143,7 +149,6 @@ remaining:
 """
 
 import os
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -159,6 +164,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.managed_state im
     merge_manifest,
     parse_systemctl_show,
     prune_plan,
+    remove_entry,
     summarize,
     verify_path,
 )
@@ -234,10 +240,7 @@ class ManagedState:
         if not self.module.check_mode:
             for path, why in plan:
                 try:
-                    if os.path.isdir(path) and not os.path.islink(path):
-                        shutil.rmtree(path)
-                    else:
-                        os.unlink(path)
+                    remove_entry(path)
                 except FileNotFoundError:
                     pass
                 except OSError as err:

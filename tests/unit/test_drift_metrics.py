@@ -92,6 +92,10 @@ def test_clean_node_exports_zero_per_watched_owner_and_kind(node):
      {("cpu_governor", "value"): 1}),
     (lambda n: n["env_file"].write_text("HSA_ENABLE_SDMA=0\n"), {("rocm_env", "file"): 1}),
     (lambda n: (n["env_file"].parent / "old.env").write_text("X=1\n"), {("rocm_env", "stale"): 1}),
+    # a copy of the env directory left beside it (cp -a env env.bak): a stale directory in the owned root
+    (lambda n: (n["env_file"].parent.parent / "env.bak").mkdir(), {("rocm_env", "stale"): 1}),
+    # the drift check's own configuration directory there is topotune's: no drift
+    (lambda n: (n["env_file"].parent.parent / "drift-exporter").mkdir(), {}),
     (lambda n: os.chmod(n["env_file"], 0o666), {("rocm_env", "file"): 1}),
 ])
 def test_drift_is_counted_by_owner_and_kind(node, change, expected):

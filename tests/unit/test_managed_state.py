@@ -6,9 +6,11 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from ansible_collections.topotune.instinct.plugins.filter.drift_line import drift_line
 from ansible_collections.topotune.instinct.plugins.filter.drift_reports import drift_reports
+from ansible_collections.topotune.instinct.plugins.module_utils import drift_metrics
 from ansible_collections.topotune.instinct.plugins.module_utils import managed_state as ms
 from ansible_collections.topotune.instinct.plugins.modules import managed_state as module
 
@@ -550,7 +552,7 @@ def test_owned_dirs_are_recorded_below_the_owned_root_only(tmp_path):
 def test_stale_entries_are_reported_for_the_owner_of_their_directory(tmp_path):
     top, other, manifest = owned_tree(tmp_path)
     clean = ms.verify_manifest(manifest)
-    assert clean["drifted"] == [] and clean["checked"] == 3 + 2  # 3 files, 2 owned directories
+    assert clean["drifted"] == [] and clean["checked"] == 3 + 2 + 1  # 3 files, 2 owned directories, the owned root
     (top / "env/old.env").write_text("B=2\n")
     (top / "container/retired.flags").write_text("")
     (top / "container/sub").mkdir()
@@ -560,11 +562,152 @@ def test_stale_entries_are_reported_for_the_owner_of_their_directory(tmp_path):
     drifted = ms.verify_manifest(manifest)["drifted"]
     assert [(d["owner"], d["kind"], d["item"], d["expected"], d["observed"]) for d in drifted] == [
         ("container_runtime", "stale", str(top / "container/retired.flags"), "absent", "file"),
-        ("container_runtime", "stale", str(top / "container/sub"), "absent", "directory"),
+        ("container_runtime", "stale", str(top / "container/sub"), "absent", "directory (empty)"),
         ("rocm_env", "stale", str(top / "env/link.env"), "absent", "symlink to /etc/hostname"),
         ("rocm_env", "stale", str(top / "env/old.env"), "absent", "file"),
     ]
     assert "stale %s (file)" % (top / "env/old.env") in ms.summarize(drifted).split("rocm_env: ")[1]
+
+
+def stale_items(manifest):
+    return [(d["owner"], d["item"], d["expected"], d["observed"]) for d in ms.verify_manifest(manifest)["drifted"]
+            if d["kind"] == "stale"]
+
+
+def test_a_directory_moved_aside_in_the_owned_root_is_stale_for_the_owner_it_was(tmp_path):
+    top, _other, manifest = owned_tree(tmp_path)
+    assert manifest["owned_root"] == str(top)
+    os.rename(top / "container", top / "container.bak")  # an operator's mv container container.bak
+    (top / "env.old").mkdir()
+    (top / "env.old/sub").mkdir()
+    (top / "env.old/sub/x.env").write_text("")
+    (top / "scratch").mkdir()  # no owner's directory name begins it: the first owner by name
+    (top / "drift-exporter").mkdir()  # the drift check's own configuration: written by topotune, never stale
+    (top / "drift-exporter/config.json").write_text("{}")
+    (top / "notes.txt").write_text("")  # files in the owned root are not watched (the manifest, the reboot record)
+    os.symlink(str(top / "env"), top / "env-link")  # nor symlinks there: only directories left behind
+    drifted = ms.verify_manifest(manifest)["drifted"]
+    assert [(d["owner"], d["kind"], d["item"], d["expected"], d["observed"]) for d in drifted] == [
+        ("container_runtime", "file", str(top / "container/all.flags"), ms.file_state(str(top / "container.bak/all.flags")),
+         "absent"),
+        ("container_runtime", "stale", str(top / "container.bak"), "absent", "directory (1 entry)"),
+        ("container_runtime", "stale", str(top / "scratch"), "absent", "directory (empty)"),
+        ("rocm_env", "stale", str(top / "env.old"), "absent", "directory (2 entries)"),
+    ]
+    assert "stale %s (directory (1 entry))" % (top / "container.bak") in ms.summarize(drifted)
+
+
+def test_directories_on_the_way_to_an_owned_directory_are_watched_for_directories_only(tmp_path):
+    top = tmp_path / "topotune"
+    (top / "launch/groups").mkdir(parents=True)
+    (top / "launch/groups/g0.env").write_text("")
+    manifest = ms.build_manifest([{"owner": "launch_templates", "files": [str(top / "launch/groups/g0.env")]}],
+                                 owned_root=str(top))
+    assert manifest["owners"]["launch_templates"]["dirs"] == [str(top / "launch/groups")]
+    assert ms.verify_manifest(manifest) == {"checked": 1 + 3, "drifted": [], "owners_drifted": []}
+    (top / "launch/groups.2025").mkdir()
+    (top / "launch/README").write_text("")  # a file on the way: not watched
+    assert stale_items(manifest) == [("launch_templates", str(top / "launch/groups.2025"), "absent", "directory (empty)")]
+
+
+def test_a_manifest_without_owned_root_watches_the_owned_directories_only(tmp_path):
+    top, _other, manifest = owned_tree(tmp_path)
+    del manifest["owned_root"]  # recorded before the owned root was kept
+    (top / "container.bak").mkdir()
+    (top / "env/old").mkdir()
+    assert stale_items(manifest) == [("rocm_env", str(top / "env/old"), "absent", "directory (empty)")]
+
+
+def test_an_owned_directory_replaced_by_a_symlink_is_stale_and_never_listed_through(tmp_path):
+    top, _other, manifest = owned_tree(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "p.env").write_text("A=1\n")
+    (outside / "precious").write_text("keep me\n")
+    shutil.rmtree(top / "env")
+    os.symlink(str(outside), top / "env")  # mv env /elsewhere; ln -s /elsewhere env
+    assert stale_items(manifest) == [("rocm_env", str(top / "env"), "directory", "symlink to %s" % outside)]
+    shutil.rmtree(top / "container")
+    (top / "container").write_text("")  # a file where the owned directory belongs
+    assert ("container_runtime", str(top / "container"), "directory", "file") in stale_items(manifest)
+    drifted = ms.verify_manifest(manifest)["drifted"]
+    plan = ms.prune_plan(manifest, drifted)
+    assert plan == [(str(top / "container"), "file in place of a topotune directory"),
+                    (str(top / "env"), "symlink to %s in place of a topotune directory" % outside)]
+    for path, _why in plan:
+        assert ms.remove_entry(path) is True
+    assert sorted(os.listdir(outside)) == ["p.env", "precious"] and not os.path.lexists(top / "env")
+
+
+def test_a_symlink_on_the_way_hides_nothing_and_is_itself_stale(tmp_path):
+    top = tmp_path / "topotune"
+    (top / "launch/groups").mkdir(parents=True)
+    (top / "launch/groups/g0.env").write_text("")
+    manifest = ms.build_manifest([{"owner": "launch_templates", "files": [str(top / "launch/groups/g0.env")]}],
+                                 owned_root=str(top))
+    outside = tmp_path / "etc"
+    (outside / "groups").mkdir(parents=True)
+    (outside / "groups/g0.env").write_text("")
+    (outside / "groups/passwd").write_text("root:x:0:0\n")
+    shutil.rmtree(top / "launch")
+    os.symlink(str(outside), top / "launch")
+    assert stale_items(manifest) == [("launch_templates", str(top / "launch"), "directory", "symlink to %s" % outside)]
+
+
+def test_a_stale_directory_is_removed_with_its_content_but_never_through_a_link(tmp_path, run_module):
+    top = tmp_path / "topotune"
+    (top / "container").mkdir(parents=True)
+    (top / "container/all.flags").write_text("--x\n")
+    path = top / "manifest.json"
+    run_module(module, state="recorded", path=str(path),
+               entries=[{"owner": "container_runtime", "files": [str(top / "container/all.flags")]}])
+    assert json.loads(path.read_text())["owned_root"] == str(top)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "data").write_text("keep\n")
+    shutil.copytree(top / "container", top / "container.bak")
+    (top / "container.bak/nested").mkdir()
+    os.symlink(str(victim), top / "container.bak/nested/out")  # a link out of topotune's directories
+    os.symlink(str(victim / "data"), top / "container.bak/data-link")
+    code, found = run_module(module, state="verified", path=str(path))
+    assert [(d["kind"], d["item"], d["observed"]) for d in found["drifted"]] == [
+        ("stale", str(top / "container.bak"), "directory (4 entries)")]
+    code, result = run_module(module, state="pruned", path=str(path), previous=found["drifted"], check_mode=True)
+    assert result["removed"] == [{"path": str(top / "container.bak"), "why": "stale directory (4 entries)"}]
+    assert (top / "container.bak").is_dir()
+    code, result = run_module(module, state="pruned", path=str(path), previous=found["drifted"])
+    assert code == 0 and result["changed"] is True and not os.path.lexists(top / "container.bak")
+    assert (victim / "data").read_text() == "keep\n"
+    code, after = run_module(module, state="verified", path=str(path))
+    assert after["drifted"] == [] and after["manifest_state"] == "ok"
+
+
+def test_a_large_stale_directory_is_counted_up_to_a_limit(tmp_path):
+    top, _other, manifest = owned_tree(tmp_path)
+    big = top / "env.bak"
+    big.mkdir()
+    for i in range(ms._COUNT_LIMIT + 5):
+        (big / ("f%d" % i)).write_text("")
+    assert stale_items(manifest) == [("rocm_env", str(big), "absent", "directory (%d+ entries)" % ms._COUNT_LIMIT)]
+
+
+def test_owned_root_is_kept_by_merges_and_checked():
+    new = {"version": 1, "owners": {"a": {"files": {}}}, "owned_root": "/etc/topotune"}
+    assert ms.merge_manifest({"owners": {"b": {}}}, new)["owned_root"] == "/etc/topotune"
+    assert ms.merge_manifest(new, {"version": 1, "owners": {"c": {}}})["owned_root"] == "/etc/topotune"
+    assert "owned_root" not in ms.merge_manifest(None, {"version": 1, "owners": {}})
+    assert ms.manifest_problem(dict(new, owned_root="etc/topotune")) == "owned_root is not an absolute path"
+    assert ms.manifest_problem(new) is None
+    with pytest.raises(ms.ManifestError, match="owned_root must be an absolute path"):
+        ms.build_manifest([], owned_root="topotune")
+
+
+def test_unrecorded_dirs_are_the_drift_exporter_configuration_directory():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "roles/drift_exporter/vars/main.yml"), encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)["__drift_exporter_config_file"]
+    assert os.path.dirname(config) == os.path.dirname(drift_metrics.DEFAULT_CONFIG) == "/etc/topotune/drift-exporter"
+    assert ms.UNRECORDED_DIRS == (os.path.basename(os.path.dirname(config)),)
 
 
 def test_prune_plan_removes_only_reported_stale_entries_and_directories_in_the_way(tmp_path):
