@@ -841,7 +841,8 @@ def _verdict_text(what, status, bound, bounds, generation, ranks):
         others = [b for b in bounds if b is not bound]
         return "%s is below AMD's %s pass criterion (>= %g GB/s, %s: %s)%s" % (
             what, generation, bound["busbw_gbs"], shape, _documents(bound),
-            "; %s" % ", ".join(">= %g GB/s in %s" % (b["busbw_gbs"], _documents(b)) for b in others) if others else "")
+            "; AMD's other figure%s: %s" % ("s" if len(others) > 1 else "", ", ".join(
+                ">= %g GB/s in %s" % (b["busbw_gbs"], _documents(b)) for b in others)) if others else "")
     # warn: past every fail bound, under (or not shown to reach) a warn bound
     return ("%s meets AMD's %s criterion >= %g GB/s (%s) but not >= %g GB/s (%s): AMD's documents disagree; "
             "topotune fails under %g GB/s and warns below %g GB/s (%s)" % (

@@ -619,7 +619,7 @@ COMPARISONS = [
     (_mi355x_at_8gib("304.00"), None, "MI355X", "warn", 304.0, 304.0, MI355X_WARN),
     (_mi355x_at_8gib("303.99"), None, "MI355X", "below", 303.99, 304.0,
      "303.99 GB/s is below AMD's MI355X pass criterion (>= 304 GB/s, 8 ranks: docs/gpus/mi355x.md, docs/gpus/mi350x.md); "
-     ">= 350 GB/s in docs/common/rccl-benchmarking.md"),
+     "AMD's other figure: >= 350 GB/s in docs/common/rccl-benchmarking.md"),
     (_read(MI300X), "MI250", "MI250X", "ok", 317.66, 125.0, "MI250X pass criterion (>= 125 GB/s"),
     (_read(MI300X_VF), None, "MI300X", "unknown", None, 304.0, "no 8589934592-byte row (8 GiB), the size AMD states; "
      "rerun with -e covering it (build/all_reduce_perf -b 8 -e 8G -f 2 -g 8)"),
