@@ -20,11 +20,19 @@ Public API (standard library only, Python 3.8+):
     or out-of-place-only runs, repeated cycles, ``#wrong`` in exponent form, ``NCCL_DEBUG`` lines.
     Refused with a one-line message: no table (a crashed run quotes the tool's error line), rows without
     their column header (grep-filtered output), a malformed row with rows after it.
+    Cycles follow the tools' own rule (``TimeTest`` in rccl-tests / nccl-tests ``src/common.cu``): within a
+    cycle the printed sizes never decrease but may repeat (alltoall on many ranks prints several size-0
+    rows); a cycle restarts on a smaller size, a ``# Testing N cycle.`` line, or a repeat once the cycle holds
+    every size of the run's sweep.
+``sweep_sizes(min_bytes, max_bytes, step)``
+    The nominal sizes of one cycle of a sweep as the header prints it (``step`` ``2(factor)`` / ``N(bytes)``).
 ``load_expectations(data)`` / ``compare_busbw(result, expectations, generation)``
-    Compare a parsed run with AMD's published RCCL pass criterion of a GPU generation
-    (``knowledge/rccl_expectations.yml``): in-place busbw at the message size AMD states, for the rank
-    count AMD states; the status is ``ok``, ``below``, ``failed`` (the compared row failed validation)
-    or ``unknown``, with a reason and the size/column compared.
+    Compare a parsed run with AMD's published RCCL pass criteria of a GPU generation
+    (``knowledge/rccl_expectations.yml``), for the rank count AMD states: in-place busbw at the message size
+    AMD states (``busbw_at_size``) or AMD's average bus bandwidth of its sweep (``avg_busbw``, MI210). Every
+    minimum AMD's pages state is a bound with its sources; the status is ``ok``, ``warn`` (AMD's pages
+    disagree and the run passes only the lower bound), ``below``, ``failed`` (the compared measurement failed
+    validation) or ``unknown``, with a reason naming the pages.
 """
 
 import math
@@ -60,7 +68,9 @@ _REDUCED = re.compile(r"^#*\s*Reducing maxBytes to (\d+)")
 _IGNORED = re.compile(r"^#*\s*(?:Errors with asterisks|Using devices\s*$|(?:Blocking|Parallel Init) Enabled)")
 _GROUP_LINE = re.compile(r"^#*\s*((?:(?:out-of-place|in-place)\s*){1,2})$")
 _UNITS = re.compile(r"^#*\s*\(B\)")
-_NCCL_TESTS_VERSION = re.compile(r"^#*\s*nccl-tests\s+version\s+(\S+)(.*)$", re.IGNORECASE)
+# nccl-tests >= 2.13 and rccl-tests >= 2.17 (rocm-systems): '# rccl-tests version 2.17.9-develop:2596ca5f71
+# rccl-headers=22803 rccl-library=22707'
+_NCCL_TESTS_VERSION = re.compile(r"^#*\s*([nr]ccl)-tests\s+version\s+(\S+)(.*)$", re.IGNORECASE)
 _TOOL_VERSION = re.compile(r"^#*\s*(rccl-tests|nccl-tests)\s*:?\s*[Vv]ersion\s*(.*?)\s*$")
 _KEY_VALUE = re.compile(r"^#*\s*(RCCL version|NCCL version|HIP version|ROCm version|Hostname|Librccl path|Libnccl path)"
                         r"\s*:?\s*(.*?)\s*$")
@@ -238,6 +248,49 @@ def _decode_nccl_code(code):
     return None
 
 
+# A sweep longer than this is not enumerated (rccl-tests -i 1 over gigabytes): its length is computed, its
+# sizes are not listed.
+_MAX_LISTED_SIZES = 4096
+
+
+def sweep_sizes(min_bytes, max_bytes, step):
+    """The nominal message sizes of one rccl-tests / nccl-tests cycle, in order, or None when unknown or endless.
+
+    The tools' loop (``TimeTest`` in rccl-tests and nccl-tests ``src/common.cu``) is
+    ``for (size = minbytes; size <= maxbytes; size = stepfactor > 1 ? size * stepfactor : size + stepbytes)``;
+    the header prints the step as ``N(factor)`` or ``N(bytes)``. A sweep that never ends (``-b 0`` with a
+    factor, a step of 0 bytes) has no length. Sweeps of more than ``_MAX_LISTED_SIZES`` sizes return None.
+    """
+    step = re.match(r"^(\d+)\((factor|bytes)\)$", str(step or ""))
+    if min_bytes is None or max_bytes is None or step is None or min_bytes > max_bytes:
+        return None
+    value, kind = int(step.group(1)), step.group(2)
+    sizes, size = [], min_bytes
+    if kind == "factor" and value > 1:
+        if min_bytes == 0:
+            return None
+        while size <= max_bytes:
+            sizes.append(size)
+            size *= value
+        return sizes
+    if kind == "bytes" and value > 0:
+        if (max_bytes - min_bytes) // value + 1 > _MAX_LISTED_SIZES:
+            return None
+        return list(range(min_bytes, max_bytes + 1, value))
+    return None
+
+
+def _sweep_length(min_bytes, max_bytes, step):
+    """How many rows one cycle of the sweep prints (per data type / op / root), or None when unknown or endless."""
+    sizes = sweep_sizes(min_bytes, max_bytes, step)
+    if sizes is not None:
+        return len(sizes)
+    match = re.match(r"^(\d+)\(bytes\)$", str(step or ""))
+    if match and int(match.group(1)) > 0 and min_bytes is not None and max_bytes is not None and min_bytes <= max_bytes:
+        return (max_bytes - min_bytes) // int(match.group(1)) + 1
+    return None
+
+
 def _parse_header_facts(stripped, result):
     """Rank, version, key/value and run-parameter lines; True when the line was one of those."""
     match = _RANK.match(stripped)
@@ -249,11 +302,14 @@ def _parse_header_facts(stripped, result):
         return True
     match = _NCCL_TESTS_VERSION.match(stripped)
     if match:
-        result["versions"]["nccl_tests"] = match.group(1)
-        for key, value in re.findall(r"(nccl-headers|nccl-library)=(\S+)", match.group(2)):
+        lib = match.group(1).lower()
+        result["versions"][lib + "_tests"] = match.group(2)
+        for key, value in re.findall(r"\b([nr]ccl-(?:headers|library))=(\S+)", match.group(3)):
+            key = key.lower()
             result["versions"][key.replace("-", "_")] = value
-            if key == "nccl-library" and _decode_nccl_code(value):
-                result["versions"]["nccl"] = _decode_nccl_code(value)
+            # the library's own 'RCCL version :' line, printed later, is more precise and replaces this
+            if key.endswith("-library") and _decode_nccl_code(value) and key[:4] not in result["versions"]:
+                result["versions"][key[:4]] = _decode_nccl_code(value)
         return True
     match = _TOOL_VERSION.match(stripped)
     if match:
@@ -313,7 +369,8 @@ class _Parser:
         self.state = "preamble"     # preamble -> table -> footer
         self.pending_bad = None     # (line number, text, why) of a damaged row
         self.cycles = []            # [(cycle index, row)]
-        self.series = {}            # (type, redop, root) -> (cycle index, last size)
+        self.series = {}            # (type, redop, root) -> [cycle index, last size, rows in the cycle]
+        self.restart = False        # a '# Testing N cycle.' line was seen: the next row starts a cycle
         self.first_text = None
         self.orphan_rows = []       # row-like lines before any column header
         self.noise = 0
@@ -371,7 +428,8 @@ class _Parser:
                 result["collective"] = match.group(2)
             return True
         if _CYCLE.match(stripped):
-            return True     # cycles are told apart by the sizes starting again
+            self.restart = True     # rccl-tests prints it before each cycle of -s / -N (1 included when N > 1)
+            return True
         match = _REDUCED.match(stripped)
         if match:
             result["max_bytes_reduced"] = int(match.group(1))
@@ -468,17 +526,38 @@ class _Parser:
         self._add_row(row)
 
     def _add_row(self, row):
-        """Rows of one series (type, redop, root) grow in size; a size at or below the last starts a new cycle."""
+        """Rows of one series (type, redop, root) in cycles, by the tools' own rule.
+
+        rccl-tests and nccl-tests (``TimeTest``, ``src/common.cu``) print one row per size of the sweep, per
+        cycle (``-N`` run_cycles, rccl-tests ``-s`` stress_cycles), for each data type, op and root in turn. The
+        printed size is ``max(sendBytes, expectedBytes)`` after ``setupArgs`` rounds the element count down to
+        what the collective can split (alltoall: a multiple of the rank count; all_gather / reduce_scatter:
+        of ALIGN x ranks; nccl-tests alltoall also to 16-byte chunks), so within a cycle sizes never decrease
+        but can repeat: alltoall on 8 or 16 ranks prints the smallest sizes of ``-b 8``/``-b 16`` as several
+        size-0 rows. A new cycle starts with a smaller size, after a ``# Testing N cycle.`` line, or with a
+        repeated size once the cycle holds every size of the run's sweep (a one-size sweep run several times);
+        without the run's header, a repeated size 0 is rounding and another repeated size a new cycle.
+        """
         key = (row["type"], row["redop"], row["root"])
         entry = self.series.get(key)
+        restart, self.restart = self.restart, False
         if entry is None:
-            cycle = 0
-        elif row["size"] <= entry[1]:
-            cycle = entry[0] + 1
+            entry = [0, row["size"], 1]
+        elif restart or row["size"] < entry[1] or (row["size"] == entry[1] and not self._repeat_in_cycle(row, entry)):
+            entry = [entry[0] + 1, row["size"], 1]
         else:
-            cycle = entry[0]
-        self.series[key] = (cycle, row["size"])
-        self.cycles.append((cycle, row))
+            entry = [entry[0], row["size"], entry[2] + 1]
+        self.series[key] = entry
+        self.cycles.append((entry[0], row))
+
+    def _repeat_in_cycle(self, row, entry):
+        """True when a row repeating the last size belongs to the same cycle (rounding, not a restart)."""
+        params = self.result["params"]
+        length = _sweep_length(params.get("minBytes"), self.result["max_bytes_reduced"] or params.get("maxBytes"),
+                               params.get("step"))
+        if length is None:
+            return row["size"] == 0
+        return entry[2] < length
 
     # --- end -----------------------------------------------------------------------------------------
 
@@ -564,6 +643,8 @@ class _Parser:
         key = (rows[0]["type"], rows[0]["redop"], rows[0]["root"])
         sizes = [r["size"] for r in rows if (r["type"], r["redop"], r["root"]) == key]
         low, high = params.get("minBytes"), result["max_bytes_reduced"] or params.get("maxBytes")
+        if len(sizes) == _sweep_length(low, high, params.get("step")):
+            return      # one row per size of the run's own sweep: nothing is missing
         step = re.match(r"^(\d+)\((factor|bytes)\)$", str(params.get("step", "")))
         if low is not None and sizes[0] > low:
             self.warn("the rows start at %d B but the run's minBytes is %d: smaller sizes are missing "
@@ -633,6 +714,10 @@ def _size_text(size):
     return "%d B" % size
 
 
+# rccl-tests prints busbw with "%6.2f" (BenchTime): a printed value is within half a hundredth of the measured one
+_PRINTED_HALF = 0.005
+
+
 def _pick_criterion(criteria, result):
     """The criterion for the run's rank count; (criterion, None) or (None, reason)."""
     n_ranks = result.get("n_ranks")
@@ -648,6 +733,92 @@ def _pick_criterion(criteria, result):
                   % ", ".join(str(c.get("ranks")) for c in criteria))
 
 
+def _bounds(criterion):
+    """The criterion's minimums, lowest first: [{busbw_gbs, below (fail|warn), sources}]. ValueError if malformed.
+
+    A criterion with a single ``busbw_gbs`` (no ``bounds`` list) is one ``fail`` bound.
+    """
+    raw = criterion.get("bounds")
+    if raw is None and "busbw_gbs" in criterion:
+        raw = [{"busbw_gbs": criterion["busbw_gbs"], "below": "fail",
+                "sources": [{"document": criterion.get("reference"), "says": criterion.get("source")}]}]
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("no bounds")
+    bounds = []
+    for bound in raw:
+        value = float(bound["busbw_gbs"])
+        below = bound.get("below", "fail")
+        if not math.isfinite(value) or value <= 0 or below not in ("fail", "warn"):
+            raise ValueError("bad bound")
+        sources = [dict(source) for source in bound.get("sources") or [] if isinstance(source, dict)]
+        bounds.append({"busbw_gbs": value, "below": below, "sources": sources})
+    if not any(bound["below"] == "fail" for bound in bounds):
+        raise ValueError("no fail bound")
+    return sorted(bounds, key=lambda bound: (bound["busbw_gbs"], bound["below"] != "fail"))
+
+
+def _documents(bound):
+    """The pages a bound comes from, short: 'docs/gpus/mi355x.md, docs/gpus/mi350x.md'."""
+    names = []
+    for source in bound["sources"]:
+        name = str(source.get("document") or "").split()[-1:] or ["rccl_expectations"]
+        if name[0] not in names:
+            names.append(name[0])
+    return ", ".join(names) or "rccl_expectations"
+
+
+def _source_text(bounds):
+    parts = []
+    for bound in bounds:
+        for source in bound["sources"]:
+            where = ", ".join(str(source[key])[:12] if key == "commit" else str(source[key])
+                              for key in ("section", "commit") if source.get(key))
+            parts.append("%s%s: %s" % (source.get("document") or "rccl_expectations",
+                                       " (%s)" % where if where else "", " ".join(str(source.get("says", "")).split())))
+    return "; ".join(parts)
+
+
+def _judge(low, high, bounds):
+    """Status for a measurement known to lie in [low, high], against ``bounds``: (status, deciding bound).
+
+    ``below`` when it is under a fail bound for certain; ``unknown`` when it may be either side of one; past
+    every fail bound, ``warn`` when it is (or may be) under a warn bound, else ``ok``: ``ok`` needs proof.
+    """
+    fails = [bound for bound in bounds if bound["below"] == "fail"]
+    top_fail = fails[-1]
+    if high < top_fail["busbw_gbs"]:
+        return "below", next(bound for bound in fails if high < bound["busbw_gbs"])
+    if low < top_fail["busbw_gbs"]:
+        return "unknown", top_fail
+    warns = [bound for bound in bounds if bound["below"] == "warn" and low < bound["busbw_gbs"]]
+    if warns:
+        return "warn", warns[0]
+    return "ok", None
+
+
+def _verdict_text(what, status, bound, bounds, generation, ranks):
+    """'... meets / is below ...' for a decided status."""
+    shape = "%s ranks" % (ranks or "any")
+    fails = [b for b in bounds if b["below"] == "fail"]
+    if status == "ok":
+        if len(bounds) == 1:
+            return "%s meets AMD's %s pass criterion (>= %g GB/s, %s: %s)" % (
+                what, generation, bounds[0]["busbw_gbs"], shape, _documents(bounds[0]))
+        return "%s meets every AMD %s criterion (%s; %s)" % (what, generation, "; ".join(
+            ">= %g GB/s in %s" % (b["busbw_gbs"], _documents(b)) for b in bounds), shape)
+    if status == "below":
+        others = [b for b in bounds if b is not bound]
+        return "%s is below AMD's %s pass criterion (>= %g GB/s, %s: %s)%s" % (
+            what, generation, bound["busbw_gbs"], shape, _documents(bound),
+            "; AMD's other figure%s: %s" % ("s" if len(others) > 1 else "", ", ".join(
+                ">= %g GB/s in %s" % (b["busbw_gbs"], _documents(b)) for b in others)) if others else "")
+    # warn: past every fail bound, under (or not shown to reach) a warn bound
+    return ("%s meets AMD's %s criterion >= %g GB/s (%s) but not >= %g GB/s (%s): AMD's documents disagree; "
+            "topotune fails under %g GB/s and warns below %g GB/s (%s)" % (
+                what, generation, fails[-1]["busbw_gbs"], _documents(fails[-1]), bound["busbw_gbs"],
+                _documents(bound), fails[-1]["busbw_gbs"], bound["busbw_gbs"], shape))
+
+
 def _compared_rows(result, size):
     """Rows at ``size`` (one per cycle), of the float series when the run has several data types."""
     cycles = [result.get("rows") or []] + list(result.get("extra_cycles") or [])
@@ -660,11 +831,23 @@ def _compared_rows(result, size):
     return picked
 
 
+def _new_comparison(generation):
+    return {"generation": generation, "kind": None, "status": "unknown", "reason": None, "expected_busbw": None,
+            "measured_busbw": None, "ratio": None, "message_bytes": None, "column": None, "ranks": None,
+            "bounds": [], "bound": None, "disagreement": None, "reference": None, "source": None, "compared": None,
+            "observed": []}
+
+
 def compare_busbw(result, expectations, generation):
-    """Compare a parsed run with AMD's RCCL pass criterion of ``generation`` (in-place busbw at AMD's size)."""
-    out = {"generation": generation, "expected_busbw": None, "measured_busbw": None, "message_bytes": None,
-           "column": None, "ranks": None, "ratio": None, "status": "unknown", "reason": None, "reference": None,
-           "source": None, "kind": None, "compared": None, "observed": []}
+    """Compare a parsed run with AMD's RCCL pass criterion of ``generation`` (``knowledge/rccl_expectations.yml``).
+
+    ``kind`` busbw_at_size: the criterion's column (in-place) busbw at its message size, the worst of the run's
+    cycles; ``kind`` avg_busbw: the run's '# Avg bus bandwidth' over AMD's sweep (see ``_average_over_sweep``).
+    The status is ``ok``, ``warn`` (past every fail bound, under a warn bound: AMD's pages disagree), ``below``
+    (under a fail bound), ``failed`` (the compared measurement failed validation) or ``unknown`` (the reason
+    says why); ``bounds`` lists every minimum with its sources and ``bound`` the one that decided.
+    """
+    out = _new_comparison(generation)
     if not generation:
         out["reason"] = "GPU generation unknown (give `generation`, or a topology with device ids)"
         return out
@@ -674,7 +857,8 @@ def compare_busbw(result, expectations, generation):
         out["reason"] = "no expectation entry for %s in rccl_expectations" % generation
         return out
     out["observed"] = list(entry.get("observed") or [])
-    criteria = [c for c in entry.get("criteria") or [] if isinstance(c, dict) and c.get("busbw_gbs") is not None]
+    criteria = [c for c in entry.get("criteria") or []
+                if isinstance(c, dict) and (c.get("bounds") is not None or c.get("busbw_gbs") is not None)]
     if not criteria:
         out["reason"] = "AMD publishes no RCCL pass criterion for %s in rccl_expectations" % generation
         out["source"] = entry.get("source")
@@ -683,15 +867,19 @@ def compare_busbw(result, expectations, generation):
     if criterion is None:
         out["reason"] = why
         return out
+    kind = criterion.get("kind") or "busbw_at_size"
     try:
-        expected, size = float(criterion["busbw_gbs"]), int(criterion["message_bytes"])
+        bounds = _bounds(criterion)
+        size = None if kind == "avg_busbw" else int(criterion["message_bytes"])
+        sweep = _criterion_sweep(criterion) if kind == "avg_busbw" else None
     except (KeyError, TypeError, ValueError):
-        out["reason"] = "malformed criterion for %s in rccl_expectations (busbw_gbs, message_bytes)" % generation
+        out["reason"] = ("malformed criterion for %s in rccl_expectations (bounds with busbw_gbs and below, "
+                         "message_bytes or sweep)" % generation)
         return out
-    column = criterion.get("column", "in_place")
-    out.update(expected_busbw=expected, message_bytes=size, column=column, ranks=criterion.get("ranks"),
-               kind=criterion.get("kind"), reference=criterion.get("reference"), source=criterion.get("source"))
-    what = "%s busbw at %s (%d B)" % (column.replace("_", "-"), _size_text(size), size)
+    fail = next(bound for bound in bounds if bound["below"] == "fail")
+    out.update(kind=kind, expected_busbw=fail["busbw_gbs"], ranks=criterion.get("ranks"), bounds=bounds,
+               disagreement=criterion.get("disagreement"), reference=criterion.get("reference"),
+               source=_source_text(bounds))
     collective = result.get("collective")
     wanted = criterion.get("collective")
     if collective and wanted and not str(collective).startswith(wanted):
@@ -701,10 +889,20 @@ def compare_busbw(result, expectations, generation):
     if criterion.get("nodes") and len(hosts) > criterion["nodes"]:
         out["reason"] = "AMD's criterion is for %d node(s); this run spans %d hosts" % (criterion["nodes"], len(hosts))
         return out
+    if kind == "avg_busbw":
+        return _compare_average(out, result, criterion, sweep, bounds)
+    return _compare_at_size(out, result, criterion, size, bounds)
+
+
+def _compare_at_size(out, result, criterion, size, bounds):
+    generation = out["generation"]
+    column = criterion.get("column", "in_place")
+    out.update(message_bytes=size, column=column)
+    what = "%s busbw at %s (%d B)" % (column.replace("_", "-"), _size_text(size), size)
     rows = _compared_rows(result, size)
     if not rows:
         out["reason"] = ("the run has no %d-byte row (%s), the size AMD states; rerun with -e covering it "
-                         "(-b 8 -e 8G -f 2)" % (size, _size_text(size)))
+                         "(%s)" % (size, _size_text(size), criterion.get("command") or "-b 8 -e 8G -f 2"))
         return out
     cells = [row.get(column) for row in rows]
     if any(not c or c.get("busbw") is None for c in cells):
@@ -718,15 +916,146 @@ def compare_busbw(result, expectations, generation):
            or any((row.get(g) or {}).get("wrong") for g in GROUPS)]
     measured = min(c["busbw"] for c in cells)
     out["measured_busbw"] = measured
-    out["ratio"] = round(measured / expected, 3) if expected else None
+    out["ratio"] = round(measured / out["expected_busbw"], 3)
     cycles = "" if len(rows) == 1 else " (worst of %d cycles)" % len(rows)
     if bad:
         out["status"] = "failed"
         out["reason"] = ("the %s row failed data validation (#wrong or '*'): its busbw is not a valid measurement"
                          % _size_text(size))
         return out
-    verdict = "meets" if measured >= expected else "is below"
-    out["status"] = "ok" if measured >= expected else "below"
-    out["reason"] = "%s %.2f GB/s%s %s AMD's %s pass criterion (>= %g GB/s, %s ranks)" % (
-        what, measured, cycles, verdict, generation, expected, criterion.get("ranks") or "any")
+    status, bound = _judge(measured, measured, bounds)
+    out.update(status=status, bound=bound)
+    out["reason"] = _verdict_text("%s %.2f GB/s%s" % (what, measured, cycles), status, bound, bounds, generation,
+                                  criterion.get("ranks"))
+    return out
+
+
+def _criterion_sweep(criterion):
+    sweep = criterion["sweep"]
+    low, high, step = int(sweep["min_bytes"]), int(sweep["max_bytes"]), str(sweep["step"])
+    sizes = sweep_sizes(low, high, step)
+    if not sizes:
+        raise ValueError("sweep")
+    return {"min_bytes": low, "max_bytes": high, "step": step, "sizes": sizes}
+
+
+def _sweep_text(low, high, step):
+    return "%s .. %s, step %s" % (_size_text(low) if low is not None else "?", _size_text(high) if high is not None
+                                  else "?", step or "?")
+
+
+def _average_over_sweep(result, sizes, datatype, redop):
+    """AMD's average over ``sizes`` from the run's printed rows: per cycle (low, high, value, present, expected).
+
+    Every size contributes its out-of-place and in-place busbw (rccl-tests' default -O 1 measures both); a
+    printed value is within 0.005 of the measured one; a size or column the run lacks counts as 0 for the lower
+    bound and leaves no upper bound.
+    """
+    out = []
+    for rows in [result.get("rows") or []] + list(result.get("extra_cycles") or []):
+        by_size = {}
+        for row in rows:
+            if row.get("type") == datatype and row.get("redop") in (redop, None):
+                by_size.setdefault(row.get("size"), row)
+        expected = 2 * len(sizes)
+        low = high = value = 0.0
+        present = 0
+        for size in sizes:
+            row = by_size.get(size) or {}
+            for group in GROUPS:
+                cell = row.get(group) or {}
+                if cell.get("busbw") is None:
+                    continue
+                present += 1
+                value += cell["busbw"]
+                low += max(cell["busbw"] - _PRINTED_HALF, 0.0)
+                high += cell["busbw"] + _PRINTED_HALF
+        out.append((low / expected, high / expected if present == expected else math.inf, value / expected,
+                    present, expected))
+    return out
+
+
+def _arg_size(size):
+    """A size as rccl-tests' -b/-e read it (8589934592 -> '8G')."""
+    for unit, factor in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return "%d%s" % (size // factor, unit)
+    return str(size)
+
+
+def _compare_average(out, result, criterion, sweep, bounds):
+    """AMD's '# Avg bus bandwidth' criterion (MI210): the run's footer over AMD's sweep, or bounds from its rows."""
+    generation, ranks = out["generation"], criterion.get("ranks")
+    datatype, redop = criterion.get("datatype", "float"), criterion.get("redop", "sum")
+    params = result.get("params") or {}
+    run_sweep = (params.get("minBytes"), result.get("max_bytes_reduced") or params.get("maxBytes"), params.get("step"))
+    amd = (sweep["min_bytes"], sweep["max_bytes"], sweep["step"])
+    amd_text = "-b %s -e %s -f %s" % (_arg_size(amd[0]), _arg_size(amd[1]), amd[2].split("(")[0])
+    rerun = "rerun AMD's command (%s)" % (criterion.get("command") or amd_text)
+    compared = {"sweep": {"min_bytes": amd[0], "max_bytes": amd[1], "step": amd[2], "sizes": len(sweep["sizes"])},
+                "run_sweep": {"min_bytes": run_sweep[0], "max_bytes": run_sweep[1], "step": run_sweep[2]},
+                "type": datatype, "redop": redop, "cycles": result.get("n_cycles") or 1, "from": None,
+                "range": None, "cells": None, "cells_expected": 2 * len(sweep["sizes"])}
+    out["compared"] = compared
+    if result.get("failed"):
+        out["status"] = "failed"
+        first = next((w for w in result.get("warnings") or [] if "fail" in w.lower() or "wrong" in w.lower()),
+                     "the run failed validation")
+        out["reason"] = ("the run failed (%s): its average bus bandwidth is not a valid measurement for AMD's %s "
+                         "criterion" % (first, generation))
+        return out
+    per_cycle = _average_over_sweep(result, sweep["sizes"], datatype, redop)
+    present = min(cycle[3] for cycle in per_cycle)
+    compared["cells"] = present
+    if result.get("avg_busbw") is None:
+        last = (result.get("rows") or [{}])[-1].get("size")
+        hint = " (its rows alone average at least %.2f GB/s over AMD's sweep)" % min(c[0] for c in per_cycle) \
+            if present else ""
+        out["reason"] = ("the run did not finish: no '# Avg bus bandwidth' line (rows end at %s; the run's sweep: %s)%s;"
+                         " AMD's %s criterion is the average bus bandwidth of its whole sweep (%s), so a cut or "
+                         "unfinished run is never a pass: %s" % (
+                             _size_text(last) if isinstance(last, int) else "?", _sweep_text(*run_sweep), hint,
+                             generation, amd_text, rerun))
+        return out
+    keys = {(row.get("type"), row.get("redop"), row.get("root")) for row in result.get("rows") or []}
+    exact = (tuple(run_sweep) == amd and len(keys) == 1 and next(iter(keys))[0] == datatype
+             and next(iter(keys))[1] in (redop, None) and (result.get("n_cycles") or 1) == 1
+             and list(result.get("groups") or []) == list(GROUPS))
+    if exact:
+        # AMD's criterion is the line as printed, compared like a printed row's busbw
+        value = low = high = result["avg_busbw"]
+        compared.update({"from": "footer", "range": [low, high], "cells": compared["cells_expected"]})
+        out["measured_busbw"] = value
+        what = "'# Avg bus bandwidth' %g GB/s of AMD's sweep (%s)" % (value, amd_text)
+    else:
+        if present == 0:
+            out["reason"] = ("the run has no %s %s row at the sizes of AMD's sweep (%s; the run's sweep: %s): %s" % (
+                datatype, redop, amd_text, _sweep_text(*run_sweep), rerun))
+            return out
+        low = min(cycle[0] for cycle in per_cycle)
+        high = min(cycle[1] for cycle in per_cycle)
+        missing = compared["cells_expected"] - present
+        compared.update({"from": "rows, missing counted as 0" if missing else "rows",
+                         "range": [round(low, 4), None if math.isinf(high) else round(high, 4)]})
+        cycles = "" if len(per_cycle) == 1 else ", worst of %d cycles" % len(per_cycle)
+        if missing:
+            out["measured_busbw"] = round(low, 4)
+            what = ("AMD's average bus bandwidth over its sweep (%s) is at least %.2f GB/s by the run's rows (the "
+                    "run's sweep: %s; %d of AMD's %d busbw values, the other %d counted as 0%s), which" % (
+                        amd_text, low, _sweep_text(*run_sweep), present, compared["cells_expected"], missing, cycles))
+        else:
+            out["measured_busbw"] = round(min(cycle[2] for cycle in per_cycle), 4)
+            what = ("AMD's average bus bandwidth over its sweep (%s) is %.2f GB/s by the run's rows at its %d sizes "
+                    "(the run's sweep: %s, whose own footer says %g GB/s%s), which" % (
+                        amd_text, out["measured_busbw"], len(sweep["sizes"]), _sweep_text(*run_sweep),
+                        result["avg_busbw"], cycles))
+    out["ratio"] = round(out["measured_busbw"] / out["expected_busbw"], 3)
+    status, bound = _judge(low, high, bounds)
+    if status == "unknown":
+        out["reason"] = ("%s is not enough to show AMD's %s pass criterion (>= %g GB/s avg bus bandwidth, %s ranks: "
+                         "%s); %s" % (what[:-len(", which")] if what.endswith(", which") else what, generation,
+                                     bound["busbw_gbs"], ranks or "any", _documents(bound), rerun))
+        return out
+    out.update(status=status, bound=bound)
+    out["reason"] = _verdict_text(what, status, bound, bounds, generation, ranks)
     return out

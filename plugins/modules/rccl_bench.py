@@ -19,11 +19,14 @@ description:
     with non-zero C(#wrong) or the tool's failure lines is marked C(failed).
   - When the binary is absent the module returns RV(skipped)=V(true) with a message saying how to install it
     or where to point O(rccl_tests_path); that is not a failure.
-  - Compares the in-place bus bandwidth of the row at the message size AMD's acceptance guide states (8 GiB)
-    with AMD's published pass criterion in O(expectations) (the knowledge file C(rccl_expectations)) for the
-    node's GPU generation (O(generation), or the device ids of O(topology) looked up in O(gpu_generations),
-    or the device name printed by the run) and the run's rank count. Generations or shapes without a
-    criterion compare as V(unknown); a compared row with C(#wrong) compares as V(failed).
+  - Compares the run with AMD's published pass criterion in O(expectations) (the knowledge file
+    C(rccl_expectations)) for the node's GPU generation (O(generation), or the device ids of O(topology) looked
+    up in O(gpu_generations), or the device name printed by the run) and the run's rank count. It compares the in-place bus
+    bandwidth of the row at the size AMD states (8 GiB), or for MI210 AMD's average bus bandwidth of its sweep
+    C(-b 8 -e 8G -f 2) (the run's C(# Avg bus bandwidth) when the run is that sweep, else bounds from its rows).
+    Where AMD's pages state different minimums (MI350X/MI355X, 304 and 350 GB/s) a run under the lower one is
+    V(below) and one between them V(warn). Generations or shapes without a criterion compare as V(unknown); a
+    compared row with C(#wrong), or for the average any failed row, compares as V(failed).
   - Check mode does not run the benchmark (it returns RV(skipped) with the reason) unless
     O(run_in_check_mode=true); a saved O(output_file) is parsed in check mode too.
   - When the benchmark exits non-zero the task fails; the message quotes the tool's own failure line and
@@ -39,7 +42,8 @@ options:
   arguments:
     description:
       - Arguments passed to the binary as an argv list (no shell). The default sweeps 8 B .. 16 GiB with one
-        process driving 8 GPUs; the compared message size (AMD's) is 8 GiB.
+        process driving 8 GPUs. AMD's commands sweep C(-b 8 -e 8G -f 2); the compared message size is 8 GiB,
+        and for MI210 (AMD's average bus bandwidth) a longer sweep is compared at AMD's sizes.
       - Set C(-g) to the node's GPU count.
     type: list
     elements: str
@@ -139,14 +143,22 @@ result:
   sample: {avg_busbw: 116.669, peak_busbw: 318.98, n_ranks: 8, complete: true}
 comparison:
   description:
-    - C(generation) and how it was found (C(generation_from)), C(expected_busbw) (AMD's minimum),
-      C(measured_busbw) of C(column) (V(in_place)) at C(message_bytes) for C(ranks) ranks, C(compared) (size,
-      column, type, cycles), C(ratio), C(status) (V(ok), V(below), V(failed), V(unknown)), C(reason),
-      C(reference) (AMD's page), C(source), C(observed) (real runs kept for context).
+    - C(generation) and how it was found (C(generation_from)); C(kind) (V(busbw_at_size), or V(avg_busbw) for
+      AMD's average bus bandwidth of a sweep); C(status) (V(ok), V(warn) (past AMD's lower minimum, under a
+      higher one another AMD page states), V(below), V(failed), V(unknown)) and C(reason), which names the pages.
+    - C(bounds) lists every minimum AMD's pages state for the run, lowest first, each with C(busbw_gbs),
+      C(below) (V(fail) or V(warn)) and C(sources) (C(document), C(section), C(commit), C(says)); C(bound) is
+      the one that decided a V(warn) or V(below) (else null); C(disagreement) says where AMD's pages disagree
+      and the policy; C(expected_busbw) is the lowest minimum (under it the run fails).
+    - C(measured_busbw) is the C(column) (V(in_place)) busbw at C(message_bytes) (worst cycle), or AMD's
+      average (the footer, the mean of the run's rows at AMD's sizes, or its lower bound when sizes are
+      missing, as C(compared.from) says); C(compared) (size, column, type, cycles; for the average C(sweep),
+      C(run_sweep), C(range), C(cells) of C(cells_expected)); C(ratio); C(ranks); C(reference) (AMD's page);
+      C(source) (the pages, as text); C(observed) (real runs kept for context).
   returned: always
   type: dict
-  sample: {generation: MI300X, expected_busbw: 304, measured_busbw: 317.66, message_bytes: 8589934592,
-           column: in_place, status: ok}
+  sample: {generation: MI300X, kind: busbw_at_size, expected_busbw: 304, measured_busbw: 317.66,
+           message_bytes: 8589934592, column: in_place, status: ok}
 rc:
   description: Exit code of the benchmark.
   returned: when the benchmark ran

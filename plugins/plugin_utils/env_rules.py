@@ -207,6 +207,8 @@ _CONDITIONS = {
     "gfx_native": lambda want, value, facts, origin: facts.gfx_native() == bool(want),
     "gfx_all_in": lambda want, value, facts, origin: bool(facts.gfx) and all(g in want for g in facts.gfx),
     "gfx_any_in": lambda want, value, facts, origin: any(g in want for g in facts.gfx),
+    # the negative form holds when the GPUs are unknown: a rule kept for "not this gfx" still fires there
+    "gfx_none_in": lambda want, value, facts, origin: not any(g in want for g in facts.gfx),
     "xgmi": lambda want, value, facts, origin: _known_is(facts.xgmi, want),
     "all_peers_xgmi": lambda want, value, facts, origin: _known_is(facts.all_peers_xgmi, want),
     "mec_below": lambda want, value, facts, origin: _mec_compare(want, facts, True),

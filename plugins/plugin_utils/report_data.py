@@ -638,7 +638,7 @@ def _benchmark_view(bench):
                           "truncated": not result.get("complete", True)}
     if comparison:
         view["comparison"] = {
-            "status": comparison.get("status") if comparison.get("status") in ("ok", "below", "failed") else "unknown",
+            "status": comparison.get("status") if comparison.get("status") in ("ok", "warn", "below", "failed") else "unknown",
             "generation": text(comparison.get("generation") or "unknown generation"),
             "reason": text(comparison.get("reason"))}
     rows = []

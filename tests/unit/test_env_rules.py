@@ -101,10 +101,12 @@ RULES = [
     ("scratch-reclaim-rocm-unknown", "HSA_NO_SCRATCH_RECLAIM", "1", Sim(SPX, rocm=None), Sim(SPX)),
     ("scratch-reclaim-gfx90a", "HSA_NO_SCRATCH_RECLAIM", "1", Sim(MI250X, rocm="7.13.0"), Sim(MI250X, rocm="7.2.0")),
     ("scratch-reclaim-missing-gfx90a", "HSA_NO_SCRATCH_RECLAIM", "0", Sim(HIVES, rocm="7.14"), Sim(SPX, rocm="7.14")),
-    ("proto-ll128-unsafe", "NCCL_PROTO", "LL128", MI300X, ctx(MI250, rocm="6.2")),
+    ("proto-ll128-unsafe", "NCCL_PROTO", "LL128", ctx(MI250, rocm="5.7.1"), MI300X),
+    ("proto-ll128-gfx942", "NCCL_PROTO", "LL128", MI300X, ctx(MI250, rocm="5.7.1")),
     ("proto-ll128-redundant", "NCCL_PROTO", "LL128", ctx(MI250, rocm="6.2"), MI300X),
     ("proto-forced", "NCCL_PROTO", "Simple", MI300X, None),
-    ("ll128-force-enable", "RCCL_LL128_FORCE_ENABLE", "1", MI300X, MI355X),
+    ("ll128-force-gfx942", "RCCL_LL128_FORCE_ENABLE", "1", MI300X, MI355X),
+    ("ll128-force-enable", "RCCL_LL128_FORCE_ENABLE", "1", CONSUMER, MI300X),
     ("gdr-level-integer", "NCCL_NET_GDR_LEVEL", "3", MI250, None),
     ("nsocks-on-rdma", "NCCL_NSOCKS_PERTHREAD", "4", ctx(MI250, fabric="rdma"), ctx(MI250, fabric="socket")),
     ("socket-nthreads-on-rdma", "NCCL_SOCKET_NTHREADS", "4", ctx(MI250, fabric="rdma"), ctx(MI250, fabric="socket")),
@@ -193,6 +195,45 @@ def test_unknown_facts_never_drop_or_claim_support():
         KNOWLEDGE,
     )
     assert fired(result) == {"hsa-override-unverified": "warn", "proto-ll128-unsafe": "refuse"}
+
+
+# LL128 on gfx942 (MI300X, MI308X, MI325X, MI300A): AMD's own multi-node scripts force it, RCCL has had it there since
+# RCCL 2.22.3 (ROCm 6.4.2): a warning that says so, never a refusal. (variable, value, rule)
+LL128_GFX942 = [
+    ("RCCL_LL128_FORCE_ENABLE", "1", "ll128-force-gfx942"),
+    ("NCCL_PROTO", "LL128", "proto-ll128-gfx942"),
+    ("NCCL_PROTO", "LL,LL128,Simple", "proto-ll128-gfx942"),
+]
+
+
+@pytest.mark.parametrize("spec", [MI300X, ctx(MI300X, rocm="6.4.2"), ctx(MI300X, rocm="7.0.2"), ctx(MI300X, rocm=None),
+                                  Sim(SPX), Sim(CPX)], ids=["6.4.0", "6.4.2", "7.0.2", "rocm-unknown", "spx", "cpx"])
+@pytest.mark.parametrize("name,value,rule", LL128_GFX942, ids=[r[0] + "=" + r[1] for r in LL128_GFX942])
+def test_ll128_on_gfx942_is_a_warning_that_says_why(name, value, rule, spec, sim_model):
+    result = env_rules.validate({name: value}, {}, node(spec, sim_model), KNOWLEDGE)
+    assert result["refusals"] == [] and fired(result) == {rule: "warn"}
+    assert result["rendered"] == {name: value}
+    reason, source = result["warnings"][0]["reason"], result["warnings"][0]["source"]
+    # why: RCCL's own release note, and AMD's scripts that set it
+    assert "RCCL 2.22.3 (ROCm 6.4.2" in reason and "container-toolkit" in reason and "maxtext-slurm" in reason
+    assert "CHANGELOG.md (RCCL 2.22.3 for ROCm 6.4.2" in source and "rccl_tests_sbatch.sh" in source
+    if name == "NCCL_PROTO":
+        # NCCL_PROTO cannot turn LL128 on by itself: the warning points at the variable AMD's scripts use
+        assert "no algorithm/protocol available" in reason and "RCCL_LL128_FORCE_ENABLE=1" in reason
+
+
+def test_ll128_where_rccl_has_none():
+    # a GPU without RCCL's LL128 path: forcing it does nothing (a warning), restricting NCCL_PROTO to it breaks
+    # every collective (still a refusal), and unknown GPUs are not taken for gfx942
+    force = env_rules.validate({"RCCL_LL128_FORCE_ENABLE": "1"}, {}, CONSUMER, KNOWLEDGE)
+    assert fired(force) == {"ll128-force-enable": "warn"} and "does nothing" in force["warnings"][0]["reason"]
+    proto = env_rules.validate({"NCCL_PROTO": "LL128"}, {}, CONSUMER, KNOWLEDGE)
+    assert fired(proto) == {"proto-ll128-unsafe": "refuse"} and "no algorithm/protocol available" in (
+        proto["refusals"][0]["reason"])
+    unknown = env_rules.validate({"RCCL_LL128_FORCE_ENABLE": "1", "NCCL_PROTO": "LL128"}, {}, UNKNOWN, KNOWLEDGE)
+    assert fired(unknown) == {"ll128-force-enable": "warn", "proto-ll128-unsafe": "refuse"}
+    # gfx950 from ROCm 7.0 and gfx90a from 6.1 run LL128 by default: forcing it is quiet
+    assert fired(env_rules.validate({"RCCL_LL128_FORCE_ENABLE": "1"}, {}, MI355X, KNOWLEDGE)) == {}
 
 
 # HSA_NO_SCRATCH_RECLAIM on real model shapes: (node, value, origin, the one rule that fires or None, rendered)

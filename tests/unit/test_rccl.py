@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.rccl import (
     compare_busbw,
     parse_perf,
     row_busbw,
+    sweep_sizes,
 )
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,11 +32,19 @@ RTX_TAGGED = "nccl-tests_all_reduce_perf_mpi__rtx5090-1gpu-2ranks-tagoutput__eun
 VEGA_2019 = "rccl-tests_all_gather_perf-2019-format__vega64-4gpu-pcie__rccl-issue80.txt"
 MI325X_GREP = "rccl-tests_all_reduce_perf-egrep-filtered__mi325x-1-8node__hisohara-ai-scripts.txt"
 R9700_TCP = "rccl-tests_all_reduce_perf__r9700-2node-1gpu-tcp__rocm-issue5571.txt"
+A2A_8 = "rccl-tests_alltoall_perf-size0-rows__gfx950-8gpu-1node-docker__prasad-nair-amd-alibaba.txt"
+A2A_16 = "rccl-tests_alltoall_perf-size0-rows__gfx950-2node-16rank-ainic__prasad-nair-amd-alibaba.txt"
+ACC = os.path.join(REPO, "tests", "fixtures", "acceptance")
+MI210_BAD = "rccl-tests_all_reduce_perf-1node-degraded__mi210-8gpu-node-003__mhilgema-core42.txt"
+MI210_OK = "rccl-tests_all_reduce_perf-1node-healthy__mi210-8gpu-node-006__mhilgema-core42.txt"
+MI210_OK2 = "rccl-tests_all_reduce_perf-1node-healthy__mi210-8gpu-node-008__mhilgema-core42.txt"
+MI210_2N = "rccl-tests_all_reduce_perf-2node-16rank__mi210-2x8__mhilgema-core42.txt"
 GIB = 1 << 30
 
 
 def _read(name):
-    with open(os.path.join(SMI, name), newline="") as handle:
+    folder = ACC if name.startswith("rccl-tests_all_reduce_perf-") and "__mi210-" in name else SMI
+    with open(os.path.join(folder, name), newline="") as handle:
         return handle.read()
 
 
@@ -202,6 +212,108 @@ def test_2019_layout_and_two_host_tcp_run():
 
 def _lines(name):
     return _read(name).replace("\r\n", "\n").split("\n")
+
+
+# --- sizes repeated inside a cycle (rccl-tests rounds the element count down per collective) ----------------
+# alltoall on R ranks: count = size / 4 (float), rounded down to R x 4 elements (nccl-tests 2.17 alltoall.cu), so
+# -b 8 on 8 ranks and -b 16 on 16 ranks print their first four sizes as 0 B: one cycle, not five.
+REPEATS = [
+    (A2A_8, dict(rows=25, first=[0, 0, 0, 0, 128, 256], last=134217728, oop=322.22, ip=316.42, avg=58.3947, ranks=8,
+                 hosts=["Aliyun3"], versions={"rccl_tests": "2.17.9-develop:2596ca5f71", "rccl_headers": "22803",
+                                              "rccl_library": "22707", "rccl": "2.27.7"})),
+    (A2A_16, dict(rows=31, first=[0, 0, 0, 0, 256, 512], last=16 * GIB, oop=91.09, ip=91.10, avg=36.0754, ranks=16,
+                  hosts=["Aliyun1", "Aliyun3"], versions={"rccl_tests": "2.17.9-develop:4a65e8d", "rccl_headers": "22707",
+                                                          "rccl_library": "22707", "rccl": "2.27.7-HEAD:96a25b5",
+                                                          "hip": "7.2.53211-671d39a71e",
+                                                          "rocm": "7.2.2.0-86-671d39a71e"})),
+]
+
+
+@pytest.mark.parametrize("name,facts", REPEATS, ids=["8-ranks", "16-ranks-2-nodes"])
+def test_sizes_repeated_at_the_start_are_one_cycle(name, facts):
+    result = parse_perf(_read(name), name)
+    assert (len(result["rows"]), result["n_cycles"], result["extra_cycles"]) == (facts["rows"], 1, [])
+    assert [r["size"] for r in result["rows"]][:6] == facts["first"]
+    assert all(r["count"] == 0 and r["in_place"]["wrong"] is None for r in result["rows"][:4])
+    last = result["rows"][-1]
+    assert (last["size"], last["out_of_place"]["busbw"], last["in_place"]["busbw"]) == (facts["last"], facts["oop"],
+                                                                                     facts["ip"])
+    assert result["avg_busbw"] == facts["avg"] and result["complete"] is True and result["failed"] is False
+    assert (result["n_ranks"], result["hosts"], result["collective"]) == (facts["ranks"], facts["hosts"], "alltoall_perf")
+    assert result["versions"] == facts["versions"]
+    # one row per size of the run's own sweep: nothing is missing (the old parser said "larger sizes are missing")
+    assert len(result["rows"]) == len(sweep_sizes(result["params"]["minBytes"], result["params"]["maxBytes"],
+                                                  result["params"]["step"]))
+    assert not any("missing" in w for w in result["warnings"]), result["warnings"]
+
+
+def _repeated_table(name, times, marker=None, drop_params=False, text=None):
+    """A capture as -N ``times`` prints it: the rows again after the first cycle, with rccl-tests' '# Testing N
+    cycle.' line before each cycle when ``marker``; ``drop_params`` removes the '# nThread ...' line."""
+    lines = (text if text is not None else _read(name)).split("\n")
+    rows = [i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0].isdigit()]
+    block = lines[rows[0]:rows[-1] + 1]
+    table = []
+    for cycle in range(times):
+        table += ([marker % (cycle + 1)] if marker else []) + block
+    out = lines[:rows[0]] + table + lines[rows[-1] + 1:]
+    return "\n".join(line for line in out if not (drop_params and "nThread" in line))
+
+
+def _stepped_bytes():
+    """The MI300X run as `-b 1000 -e 1012 -i 1` prints it: all_reduce float rounds each size down to whole floats
+    (setupArgs: count = size / 4), so 1000..1003 print 1000, 1004..1007 print 1004, ... (13 rows, one cycle)."""
+    lines = _lines(MI300X)
+    header = [line.replace("minBytes 8 maxBytes 17179869184 step: 2(factor)", "minBytes 1000 maxBytes 1012 step: "
+                           "1(bytes)") for line in lines[:21]]
+    template = next(line for line in lines if line.split()[:1] == ["1024"]).split()
+    rows = ["  ".join([str(size // 4 * 4), str(size // 4)] + template[2:]) for size in range(1000, 1013)]
+    return "\n".join(header + rows + lines[53:])
+
+
+CYCLES = [
+    ("-N 2 with size-0 rows", _repeated_table(A2A_8, 2), A2A_8, 2, 25),
+    ("-N 3, 16 ranks", _repeated_table(A2A_16, 3), A2A_16, 3, 31),
+    ("'# Testing N cycle.' before each cycle", _repeated_table(A2A_8, 2, "# Testing %d cycle."), A2A_8, 2, 25),
+    # without the run's header the sweep is unknown: a repeated 0 B is still rounding (only 0 repeats in a -f sweep)
+    ("no '# nThread' header", _repeated_table(A2A_16, 1, drop_params=True), A2A_16, 1, 31),
+    # a one-size sweep run three times repeats its size: each row is a cycle
+    ("-b 16G -e 16G -N 3", _repeated_table(None, 3, text="\n".join(
+        line.replace("minBytes 524288 ", "minBytes 17179869184 ") for line in _lines(MI355X)
+        if line.split()[:1] != ["8589934592"])), None, 3, 1),
+]
+
+
+@pytest.mark.parametrize("label,text,name,cycles,rows", CYCLES, ids=[c[0] for c in CYCLES])
+def test_cycles_follow_the_tools_rule(label, text, name, cycles, rows):
+    result = parse_perf(text, "cycles.txt")
+    assert (result["n_cycles"], len(result["rows"])) == (cycles, rows)
+    assert all(cycle == result["rows"] for cycle in result["extra_cycles"])
+    if name:
+        assert result["rows"] == parse_perf(_read(name))["rows"]
+    assert not any("missing" in w for w in result["warnings"]), result["warnings"]
+
+
+def test_stepped_sweep_repeats_sizes_inside_one_cycle():
+    result = parse_perf(_stepped_bytes(), "stepped.txt")
+    assert result["n_cycles"] == 1 and len(result["rows"]) == 13
+    assert [r["size"] for r in result["rows"]] == [1000] * 4 + [1004] * 4 + [1008] * 4 + [1012]
+    assert sweep_sizes(1000, 1012, "1(bytes)") == list(range(1000, 1013))
+    assert result["warnings"] == []
+
+
+@pytest.mark.parametrize("low,high,step,sizes", [
+    (8, 8 * GIB, "2(factor)", [8 << k for k in range(31)]),
+    (524288, 16 * GIB, "2(factor)", [524288 << k for k in range(16)]),
+    (8, 100, "3(factor)", [8, 24, 72]),
+    (33554432, 33554432, "1048576(bytes)", [33554432]),
+    (0, 8, "2(factor)", None),          # rccl-tests' loop never ends: size 0 times 2 stays 0
+    (8, 64, "0(bytes)", None),
+    (64, 8, "2(factor)", None),
+    (8, 64, "", None),
+])
+def test_sweep_sizes_follow_the_tools_loop(low, high, step, sizes):
+    assert sweep_sizes(low, high, step) == sizes
 
 
 def _mi300x_upto(marker):
@@ -418,29 +530,59 @@ def test_debug_lines_bytes_and_in_place_first():
 
 
 ACCEPTANCE = "https://instinct.docs.amd.com/projects/system-acceptance/en/latest/gpus/"
+DOCS = "ROCm/system-acceptance-docs docs/"
 
 
 def test_expectations_are_amds_criteria_with_their_source():
     data = _knowledge("rccl_expectations")
+    assert data["schema_version"] == 3 and len(data["acceptance_guide"]["revision"]) == 40
     generations = {g["name"] for g in _knowledge("gpu_generations")["generations"]}
     criteria = {}
     for entry in data["generations"]:
         assert entry["name"] in generations
         assert entry["criteria"] or entry["source"]
         for criterion in entry["criteria"]:
-            assert criterion["kind"] == "amd_pass_criterion" and criterion["reference"].startswith(ACCEPTANCE)
-            assert criterion["source"].startswith("AMD Instinct Customer Acceptance Guide")
-            assert (criterion["collective"], criterion["column"], criterion["message_bytes"], criterion["nodes"]) == (
-                "all_reduce_perf", "in_place", 8 * GIB, 1)
-            criteria[(entry["name"], criterion["ranks"])] = criterion["busbw_gbs"]
+            assert criterion["reference"].startswith(ACCEPTANCE) and criterion["collective"] == "all_reduce_perf"
+            assert criterion["nodes"] == 1 and "all_reduce_perf -b 8 -e 8G -f 2 -g " in criterion["command"]
+            if criterion["kind"] == "avg_busbw":
+                assert criterion["sweep"] == {"min_bytes": 8, "max_bytes": 8 * GIB, "step": "2(factor)"}
+                assert (criterion["datatype"], criterion["redop"]) == ("float", "sum")
+            else:
+                assert criterion["kind"] == "busbw_at_size" and criterion["column"] == "in_place"
+                assert criterion["message_bytes"] == 8 * GIB and criterion["column_from"]
+            bounds = criterion["bounds"]
+            # the lowest bound fails, higher ones (another AMD page's figure) warn; every bound names its pages
+            assert [b["below"] for b in bounds] == ["fail"] + ["warn"] * (len(bounds) - 1)
+            assert [b["busbw_gbs"] for b in bounds] == sorted(b["busbw_gbs"] for b in bounds)
+            for bound in bounds:
+                for source in bound["sources"]:
+                    assert source["document"].startswith(DOCS) and len(source["commit"]) == 40
+                    assert source["section"] and source["says"]
+            # AMD's pages disagree exactly where there is more than one bound, and the data says so
+            assert bool(criterion.get("disagreement")) is (len(bounds) > 1)
+            criteria[(entry["name"], criterion["ranks"])] = (criterion["kind"], [(b["busbw_gbs"], b["below"])
+                                                                                 for b in bounds])
         # observed runs are kept for context and must still match their capture
         for seen in entry["observed"]:
             result = parse_perf(_read(os.path.basename(seen["reference"])))
-            assert row_busbw(_row(result, seen["message_bytes"]), seen["column"]) == seen["busbw_gbs"]
-            assert result["peak_busbw"] == seen["peak_busbw_gbs"] and result["n_ranks"] == seen["ranks"]
-            assert "observed, not a criterion" in seen["source"]
-    assert criteria == {("MI210", 4): 30, ("MI210", 8): 8, ("MI250X", 8): 125, ("MI300X", 8): 304,
-                        ("MI325X", 8): 304, ("MI355X", 8): 350, ("MI300A", 4): 230}
+            assert "observed, not a criterion" in seen["source"] and result["n_ranks"] == seen["ranks"]
+            if "avg_busbw_gbs" in seen:
+                assert result["avg_busbw"] == seen["avg_busbw_gbs"]
+                assert (result["params"]["minBytes"], result["params"]["maxBytes"], result["params"]["step"]) == (
+                    seen["sweep"]["min_bytes"], seen["sweep"]["max_bytes"], seen["sweep"]["step"])
+            else:
+                assert row_busbw(_row(result, seen["message_bytes"]), seen["column"]) == seen["busbw_gbs"]
+                assert result["peak_busbw"] == seen["peak_busbw_gbs"]
+    assert criteria == {
+        ("MI210", 4): ("avg_busbw", [(30, "fail")]), ("MI210", 8): ("avg_busbw", [(8, "fail")]),
+        ("MI250X", 8): ("busbw_at_size", [(125, "fail")]), ("MI300X", 8): ("busbw_at_size", [(304, "fail")]),
+        ("MI325X", 8): ("busbw_at_size", [(304, "fail")]), ("MI300A", 4): ("busbw_at_size", [(230, "fail")]),
+        # AMD's MI350X/MI355X pages say 304, its common RCCL page 350: fail under 304, warn from 304 to 350
+        ("MI355X", 8): ("busbw_at_size", [(304, "fail"), (350, "warn")])}
+    mi355 = next(g for g in data["generations"] if g["name"] == "MI355X")["criteria"][0]
+    assert [s["document"] for s in mi355["bounds"][0]["sources"]] == [DOCS + "gpus/mi355x.md", DOCS + "gpus/mi350x.md"]
+    assert [s["document"] for s in mi355["bounds"][1]["sources"]] == [DOCS + "common/rccl-benchmarking.md"]
+    assert "304" in mi355["disagreement"] and "350" in mi355["disagreement"]
     assert "no AMD" not in json.dumps(data) and "no AMD-published" not in json.dumps(data)
 
 
@@ -450,19 +592,38 @@ def _mi300x_at_8gib(in_place, out_of_place="317.96"):
                                  "181.69  %s      0    47323  181.52  %s" % (out_of_place, in_place))
 
 
+def _mi355x_at_8gib(in_place):
+    return _read(MI355X).replace("232.72  407.26", "232.72  %s" % in_place)
+
+
+MI355X_BOTH = "(>= 304 GB/s in docs/gpus/mi355x.md, docs/gpus/mi350x.md; >= 350 GB/s in docs/common/rccl-benchmarking.md"
+MI355X_WARN = ("meets AMD's MI355X criterion >= 304 GB/s (docs/gpus/mi355x.md, docs/gpus/mi350x.md) but not >= 350 "
+               "GB/s (docs/common/rccl-benchmarking.md): AMD's documents disagree; topotune fails under 304 GB/s and "
+               "warns below 350 GB/s")
+
 # (capture, generation given, generation found, status, measured, expected, reason fragment)
 COMPARISONS = [
     (_read(MI300X), None, "MI300X", "ok", 317.66, 304.0,
-     "in-place busbw at 8 GiB (8589934592 B) 317.66 GB/s meets AMD's MI300X pass criterion (>= 304 GB/s, 8 ranks)"),
+     "in-place busbw at 8 GiB (8589934592 B) 317.66 GB/s meets AMD's MI300X pass criterion (>= 304 GB/s, 8 ranks: "
+     "docs/gpus/mi300x.md, docs/common/rccl-benchmarking.md, docs/common/system-validation.md)"),
     # the peak (318.98 out-of-place at 16 GiB) and the 8 GiB out-of-place column are not what AMD states
     (_mi300x_at_8gib("300.00", "330.00"), None, "MI300X", "below", 300.0, 304.0, "is below AMD's MI300X"),
     (_mi300x_at_8gib("304.00"), None, "MI300X", "ok", 304.0, 304.0, "meets"),
-    (_read(MI300X), "MI325X", "MI325X", "ok", 317.66, 304.0, "MI325X pass criterion (>= 304 GB/s"),
-    (_read(MI355X), None, "MI355X", "ok", 407.26, 350.0, "MI355X pass criterion (>= 350 GB/s, 8 ranks)"),
-    (_read(MI355X), "MI350X", "MI355X", "ok", 407.26, 350.0, "meets"),
+    (_read(MI300X), "MI325X", "MI325X", "ok", 317.66, 304.0, "MI325X pass criterion (>= 304 GB/s, 8 ranks: "
+     "docs/gpus/mi325x.md)"),
+    (_read(MI355X), None, "MI355X", "ok", 407.26, 304.0, "407.26 GB/s meets every AMD MI355X criterion " + MI355X_BOTH),
+    (_read(MI355X), "MI350X", "MI355X", "ok", 407.26, 304.0, "meets every AMD MI355X criterion"),
+    # AMD's pages disagree on MI350X/MI355X: 304 (per-GPU pages) vs 350 (common RCCL page)
+    (_mi355x_at_8gib("350.00"), None, "MI355X", "ok", 350.0, 304.0, "meets every AMD MI355X criterion"),
+    (_mi355x_at_8gib("349.99"), None, "MI355X", "warn", 349.99, 304.0, "349.99 GB/s " + MI355X_WARN),
+    (_mi355x_at_8gib("304.00"), None, "MI355X", "warn", 304.0, 304.0, MI355X_WARN),
+    (_mi355x_at_8gib("303.99"), None, "MI355X", "below", 303.99, 304.0,
+     "303.99 GB/s is below AMD's MI355X pass criterion (>= 304 GB/s, 8 ranks: docs/gpus/mi355x.md, docs/gpus/mi350x.md); "
+     "AMD's other figure: >= 350 GB/s in docs/common/rccl-benchmarking.md"),
     (_read(MI300X), "MI250", "MI250X", "ok", 317.66, 125.0, "MI250X pass criterion (>= 125 GB/s"),
-    (_read(MI300X_VF), None, "MI300X", "unknown", None, 304.0, "no 8589934592-byte row (8 GiB), the size AMD states"),
-    (_read(MI355X_A2A), None, "MI355X", "unknown", None, 350.0, "criterion is for all_reduce_perf; this run is "
+    (_read(MI300X_VF), None, "MI300X", "unknown", None, 304.0, "no 8589934592-byte row (8 GiB), the size AMD states; "
+     "rerun with -e covering it (build/all_reduce_perf -b 8 -e 8G -f 2 -g 8)"),
+    (_read(MI355X_A2A), None, "MI355X", "unknown", None, 304.0, "criterion is for all_reduce_perf; this run is "
      "alltoall_perf"),
     (_read(DGX_K8S), None, None, "unknown", None, None, "GPU generation unknown"),
     (_read(MI300X), "MI308X", "MI308X", "unknown", None, None, "AMD publishes no RCCL pass criterion for MI308X"),
@@ -489,10 +650,154 @@ def test_compare_with_amds_pass_criterion(text, given, generation, status, measu
     comparison = compare_busbw(result, expectations, found)
     assert (comparison["status"], comparison["measured_busbw"], comparison["expected_busbw"]) == (
         status, measured, expected)
-    assert reason in comparison["reason"]
+    assert reason in comparison["reason"], comparison["reason"]
     if measured is not None:
         assert comparison["compared"]["size"] == 8 * GIB and comparison["compared"]["column"] == "in_place"
-        assert comparison["reference"].startswith(ACCEPTANCE)
+        assert comparison["reference"].startswith(ACCEPTANCE) and comparison["kind"] == "busbw_at_size"
+        # every bound in the result names its pages; the deciding bound is one of them
+        assert all(b["sources"] and b["sources"][0]["document"].startswith(DOCS) for b in comparison["bounds"])
+        assert comparison["bound"] is None if status in ("ok", "failed") else comparison["bound"] in comparison["bounds"]
+    if status == "warn":
+        assert comparison["bound"]["busbw_gbs"] == 350 and "350 GB/s" in comparison["disagreement"]
+
+
+# --- MI210: AMD's criterion is the '# Avg bus bandwidth' of its sweep (-b 8 -e 8G -f 2) ------------------------
+
+
+def _printed_busbw(result, sizes):
+    return [row[g]["busbw"] for row in result["rows"] if row["size"] in sizes for g in ("out_of_place", "in_place")]
+
+
+AMD_SWEEP = [8 << k for k in range(31)]      # -b 8 -e 8G -f 2: 31 sizes, both columns: 62 busbw values
+
+
+def _to_amds_sweep(name, copy_size):
+    """A MI210 capture as AMD's -e 8G sweep prints it: maxBytes 8 GiB, the missing sizes up to 8 GiB with the
+    ``copy_size`` row's measurements, and the footer rccl-tests computes (the mean of all busbw values, %g)."""
+    lines = _lines(name)
+    rows = [i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0].isdigit()]
+    template = next(line for line in lines if line.split()[:1] == [str(copy_size)]).split()
+    have = {int(lines[i].split()[0]) for i in rows}
+    extra = ["  ".join([str(size), str(size // 4)] + template[2:]) for size in AMD_SWEEP if size not in have]
+    table = [lines[i] for i in rows] + extra
+    values = [float(line.split()[j]) for line in table for j in (7, 11)]
+    footer = ["# Errors with asterisks indicate errors that have exceeded the maximum threshold.",
+              "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : %g " % (sum(values) / len(values)), "#"]
+    head = [line.replace("maxBytes 4294967296", "maxBytes 8589934592") for line in lines[:rows[0]]]
+    return "\n".join(head + table + footer), sum(values) / len(values)
+
+
+def test_mi210_captures_parse_to_the_facts_read_by_hand():
+    bad = parse_perf(_read(MI210_BAD))
+    assert (len(bad["rows"]), bad["n_ranks"], bad["hosts"]) == (28, 8, ["auh7-3b-gpu-003"])
+    assert (_row(bad, 8388608)["out_of_place"]["busbw"], _row(bad, 8388608)["in_place"]["busbw"]) == (58.36, 58.90)
+    assert _row(bad, 16777216)["out_of_place"]["busbw"] == 8.25
+    assert (bad["rows"][-1]["size"], bad["rows"][-1]["out_of_place"]["busbw"], bad["rows"][-1]["in_place"]["busbw"]) \
+        == (1073741824, 5.32, 5.22)
+    assert bad["avg_busbw"] is None and bad["complete"] is False
+    assert any("no '# Avg bus bandwidth' footer" in w for w in bad["warnings"])
+    good = parse_perf(_read(MI210_OK))
+    assert (good["avg_busbw"], _row(good, 4 * GIB)["out_of_place"]["busbw"], _row(good, 4 * GIB)["in_place"]["busbw"],
+            _row(good, 16777216)["out_of_place"]["busbw"]) == (16.7201, 36.65, 36.68, 26.50)
+    assert good["complete"] and good["warnings"] == [] and good["params"]["maxBytes"] == 4 * GIB
+    # rccl-tests' footer is the mean of every printed busbw (out-of-place and in-place, every size)
+    assert abs(sum(_printed_busbw(good, {r["size"] for r in good["rows"]})) / 60 - 16.7201) < 0.005
+    assert parse_perf(_read(MI210_OK2))["avg_busbw"] == 16.7097
+    two = parse_perf(_read(MI210_2N))
+    assert (two["n_ranks"], two["hosts"], two["avg_busbw"], two["peak_busbw"]) == (
+        16, ["auh7-3b-gpu-006", "auh7-3b-gpu-008"], 5.77252, 16.05)
+    assert [r["host"] for r in two["ranks"]] == ["auh7-3b-gpu-006"] * 8 + ["auh7-3b-gpu-008"] * 8
+    assert _row(two, 4 * GIB)["out_of_place"]["busbw"] == 15.17 and two["out_of_bounds"] == {"count": 0, "ok": True}
+
+
+@pytest.mark.parametrize("name", [MI210_OK, MI210_OK2], ids=["node-006", "node-008"])
+def test_healthy_mi210_nodes_pass_amds_average_criterion(name):
+    """The healthy nodes swept to 4 GiB, AMD sweeps to 8 GiB: the 8 GiB row's two values are unknown, so AMD's
+    average is at least the printed values (less their rounding) over all 62: 16.18 GB/s, past AMD's 8 GB/s."""
+    result = parse_perf(_read(name))
+    found = by_name(_knowledge("gpu_generations")["generations"], result["device_names"][0])["name"]
+    comparison = compare_busbw(result, _knowledge("rccl_expectations"), found)
+    values = _printed_busbw(result, set(AMD_SWEEP))
+    at_least = sum(max(v - 0.005, 0) for v in values) / 62
+    assert (found, comparison["kind"], comparison["status"], comparison["expected_busbw"]) == (
+        "MI210", "avg_busbw", "ok", 8.0)
+    assert comparison["measured_busbw"] == round(at_least, 4) and 16.1 < at_least < 16.2
+    compared = comparison["compared"]
+    assert (compared["from"], compared["cells"], compared["cells_expected"], compared["range"][1]) == (
+        "rows, missing counted as 0", 60, 62, None)
+    assert compared["sweep"] == {"min_bytes": 8, "max_bytes": 8 * GIB, "step": "2(factor)", "sizes": 31}
+    assert compared["run_sweep"] == {"min_bytes": 8, "max_bytes": 4 * GIB, "step": "2(factor)"}
+    assert "is at least %.2f GB/s by the run's rows" % at_least in comparison["reason"]
+    assert "meets AMD's MI210 pass criterion (>= 8 GB/s, 8 ranks: docs/gpus/mi210.md)" in comparison["reason"]
+    assert comparison["bounds"][0]["sources"][0]["says"].startswith("`-g 8` (dual-socket, cross-socket ring)")
+
+
+def test_degraded_mi210_node_is_never_a_pass():
+    """Node 003's log ends at 1 GiB without the footer (the run was stopped): AMD's average cannot be shown. Its rows
+    give at least 7.52 GB/s, below 8 with AMD's 2/4/8 GiB sizes unknown: unknown with the reason, never ok."""
+    result = parse_perf(_read(MI210_BAD))
+    comparison = compare_busbw(result, _knowledge("rccl_expectations"), "MI210")
+    assert comparison["status"] == "unknown" and comparison["measured_busbw"] is None
+    for part in ("the run did not finish: no '# Avg bus bandwidth' line (rows end at 1 GiB; the run's sweep: 8 B .. "
+                 "4 GiB, step 2(factor)) (its rows alone average at least 7.52 GB/s over AMD's sweep)",
+                 "a cut or unfinished run is never a pass", "build/all_reduce_perf -b 8 -e 8G -f 2 -g <N>"):
+        assert part in comparison["reason"]
+
+
+def test_mi210_on_amds_own_sweep_compares_the_footer():
+    """The nodes as AMD's command prints them (-e 8G: 31 sizes): the footer is AMD's number, compared as printed."""
+    expectations = _knowledge("rccl_expectations")
+    text, mean = _to_amds_sweep(MI210_OK, 4 * GIB)
+    good = compare_busbw(parse_perf(text), expectations, "MI210")
+    assert (good["status"], good["compared"]["from"], good["measured_busbw"]) == ("ok", "footer", float("%g" % mean))
+    assert good["reason"].startswith("'# Avg bus bandwidth' %g GB/s of AMD's sweep (-b 8 -e 8G -f 2) meets AMD's "
+                                     "MI210 pass criterion (>= 8 GB/s" % mean)
+    # at the bound passes, under it fails (the footer is printed with 6 significant digits)
+    at = compare_busbw(parse_perf(re.sub(r"Avg bus bandwidth    : \S+", "Avg bus bandwidth    : 8", text)),
+                       expectations, "MI210")
+    assert at["status"] == "ok"
+    under = compare_busbw(parse_perf(re.sub(r"Avg bus bandwidth    : \S+", "Avg bus bandwidth    : 7.99999", text)),
+                          expectations, "MI210")
+    assert under["status"] == "below" and under["bound"]["busbw_gbs"] == 8
+    assert "is below AMD's MI210 pass criterion (>= 8 GB/s, 8 ranks: docs/gpus/mi210.md)" in under["reason"]
+    # node 003 had it kept its 1 GiB speed (5.3 GB/s, a seventh of node 006's) at 2, 4 and 8 GiB: 8.04 GB/s on
+    # average, which passes AMD's 8 GB/s criterion for the cross-socket ring. AMD's average does not see its collapse.
+    text, mean = _to_amds_sweep(MI210_BAD, 1 * GIB)
+    bad = compare_busbw(parse_perf(text), expectations, "MI210")
+    assert 8 < mean < 8.1 and (bad["status"], bad["compared"]["from"]) == ("ok", "footer")
+    # four ranks: AMD's quad criterion (>= 30 GB/s) applies
+    four = parse_perf(_to_amds_sweep(MI210_OK, 4 * GIB)[0])
+    four["ranks"], four["n_ranks"] = four["ranks"][:4], 4
+    quad = compare_busbw(four, expectations, "MI210")
+    assert (quad["status"], quad["expected_busbw"]) == ("below", 30.0)
+    assert quad["bounds"][0]["sources"][0]["says"].startswith("`-g 4` (single-socket quad)")
+
+
+def test_mi210_sweeps_other_than_amds():
+    expectations = _knowledge("rccl_expectations")
+    # a sweep past AMD's (MI300X capture to 16 GiB, taken as an 8-rank MI210 run): AMD's average from its 31 sizes,
+    # not the run's own footer
+    wide = parse_perf(_read(MI300X))
+    comparison = compare_busbw(wide, expectations, "MI210")
+    values = _printed_busbw(wide, set(AMD_SWEEP))
+    assert len(values) == 62 and comparison["compared"]["from"] == "rows"
+    assert comparison["measured_busbw"] == round(sum(values) / 62, 4) != wide["avg_busbw"]
+    low, high = comparison["compared"]["range"]
+    assert low < sum(values) / 62 < high and high - low <= 0.0101
+    assert "whose own footer says 116.669 GB/s" in comparison["reason"] and comparison["status"] == "ok"
+    # one size failed validation anywhere in the sweep: the average is no measurement
+    wrong = parse_perf(_read(MI210_OK).replace("36.57      0    51231", "36.57      3    51231"))
+    assert compare_busbw(wrong, expectations, "MI210")["status"] == "failed"
+    # another data type than AMD's default float: no row of AMD's command
+    double = parse_perf(_read(MI210_OK).replace("float", "double"))
+    assert "no float sum row at the sizes of AMD's sweep" in compare_busbw(double, expectations, "MI210")["reason"]
+    # too few of AMD's sizes to show the average: unknown, never ok
+    short = parse_perf("\n".join(line for line in _lines(MI210_OK)
+                                 if not (line.split()[:1] and line.split()[0].isdigit() and int(line.split()[0]) > 1024)))
+    short_cmp = compare_busbw(short, expectations, "MI210")
+    assert short_cmp["status"] == "unknown" and "is not enough to show AMD's MI210 pass criterion" in short_cmp["reason"]
+    # two hosts: AMD's criterion is one node
+    assert "16 ranks" in compare_busbw(parse_perf(_read(MI210_2N)), expectations, "MI210")["reason"]
 
 
 def test_rank_count_picks_the_criterion_and_device_ids():

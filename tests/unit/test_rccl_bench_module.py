@@ -130,3 +130,40 @@ def test_saved_tagged_output(run_module):
 def test_unreadable_output_file(tmp_path, run_module):
     code, result = run_module(rccl_bench, output_file=str(tmp_path / "missing.txt"))
     assert code == 1 and "missing.txt cannot be read: No such file or directory" in result["msg"]
+
+
+ACC = os.path.join(REPO, "tests", "fixtures", "acceptance")
+MI210_OK = os.path.join(ACC, "rccl-tests_all_reduce_perf-1node-healthy__mi210-8gpu-node-006__mhilgema-core42.txt")
+MI210_BAD = os.path.join(ACC, "rccl-tests_all_reduce_perf-1node-degraded__mi210-8gpu-node-003__mhilgema-core42.txt")
+
+
+@pytest.mark.parametrize("capture,status,fragment", [
+    (MI210_OK, "ok", "meets AMD's MI210 pass criterion (>= 8 GB/s, 8 ranks: docs/gpus/mi210.md)"),
+    (MI210_BAD, "unknown", "the run did not finish: no '# Avg bus bandwidth' line"),
+], ids=["healthy-node", "degraded-node"])
+def test_mi210_saved_runs_by_amds_average(run_module, capture, status, fragment):
+    # the MI210 of the capture (device 0x740f) is found from the topology; AMD's MI210 criterion is an average
+    code, result = run_module(rccl_bench, output_file=capture, expectations=_knowledge("rccl_expectations"),
+                              topology={"gpus": [{"index": i, "device_id": "0x740f"} for i in range(8)]},
+                              gpu_generations=_knowledge("gpu_generations"))
+    assert code == 0 and result["skipped"] is False
+    comparison = result["comparison"]
+    assert (comparison["generation"], comparison["generation_from"], comparison["kind"], comparison["status"]) == (
+        "MI210", "device id", "avg_busbw", status)
+    assert fragment in comparison["reason"] and comparison["expected_busbw"] == 8.0
+    assert comparison["bounds"][0]["sources"][0]["commit"] == "a785131c367d5b10593cef366902131628f5d6c4"
+    assert result["msg"].endswith("comparison: %s" % status)
+
+
+def test_mi355x_between_amds_two_figures_warns(tmp_path, run_module):
+    # 320 GB/s in-place at 8 GiB: AMD's MI355X page passes it (>= 304), its common RCCL page does not (350)
+    saved = tmp_path / "mi355x.txt"
+    with open(MI355X) as handle:
+        saved.write_text(handle.read().replace("232.72  407.26", "232.72  320.00"))
+    code, result = run_module(rccl_bench, output_file=str(saved), expectations=_knowledge("rccl_expectations"))
+    comparison = result["comparison"]
+    assert code == 0 and (comparison["generation"], comparison["status"], comparison["measured_busbw"]) == (
+        "MI355X", "warn", 320.0)
+    assert [(b["busbw_gbs"], b["below"]) for b in comparison["bounds"]] == [(304.0, "fail"), (350.0, "warn")]
+    assert comparison["bound"]["sources"][0]["document"].endswith("docs/common/rccl-benchmarking.md")
+    assert "AMD's documents disagree" in comparison["reason"] and comparison["disagreement"]

@@ -10,6 +10,7 @@ import glob
 import os
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,11 +18,13 @@ from ansible_collections.topotune.instinct.plugins.module_utils.errors import To
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import RcclParseError, compare_busbw, parse_perf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SMI = os.path.join(REPO, "tests", "fixtures", "smi")
-CAPTURES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(SMI, "*_perf*.txt")))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+PATHS = {os.path.basename(p): p for folder in ("smi", "acceptance")
+         for p in glob.glob(os.path.join(FIXTURES, folder, "*_perf*.txt"))}
+CAPTURES = sorted(PATHS)
 TEXTS = {}
 for _name in CAPTURES:
-    with open(os.path.join(SMI, _name), newline="") as _handle:
+    with open(PATHS[_name], newline="") as _handle:
         TEXTS[_name] = _handle.read()
 PARSED = {}
 for _name in CAPTURES:
@@ -33,6 +36,9 @@ EXPECTATIONS = {"generations": [{"name": "X", "criteria": [
     {"busbw_gbs": 10, "message_bytes": size, "column": column, "ranks": ranks, "nodes": 1,
      "collective": "all_reduce_perf"}
     for size in (1048576, 134217728, 8589934592) for column in ("in_place", "out_of_place") for ranks in (None, 2)]}]}
+
+with open(os.path.join(REPO, "knowledge", "rccl_expectations.yml")) as _handle:
+    AMD = yaml.safe_load(_handle)
 
 SETTINGS = settings(derandomize=True, max_examples=1000, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -60,9 +66,21 @@ def _check(text, name="capture"):
         return None
     assert isinstance(result["rows"], list) and result["rows"]
     assert all(isinstance(w, str) and "\n" not in w for w in result["warnings"])
-    for generation in ("X", None, "unknown"):
-        comparison = compare_busbw(result, EXPECTATIONS, generation)
-        assert comparison["status"] in ("ok", "below", "failed", "unknown") and comparison["reason"]
+    # the tools' rule: within one cycle of a series (type, op, root) the printed sizes never decrease
+    for rows in [result["rows"]] + result["extra_cycles"]:
+        last = {}
+        for row in rows:
+            key = (row["type"], row["redop"], row["root"])
+            assert row["size"] >= last.get(key, 0), (key, row["size"], last)
+            last[key] = row["size"]
+    for expectations in (EXPECTATIONS, AMD):
+        for generation in ("X", None, "unknown", "MI210", "MI355X", "MI300X"):
+            comparison = compare_busbw(result, expectations, generation)
+            assert comparison["status"] in ("ok", "warn", "below", "failed", "unknown") and comparison["reason"]
+            assert "\n" not in comparison["reason"]
+            if comparison["status"] in ("ok", "warn"):
+                assert comparison["measured_busbw"] is not None and comparison["measured_busbw"] >= (
+                    comparison["expected_busbw"])
     return result
 
 
@@ -139,6 +157,33 @@ def test_launcher_and_log_prefixes_parse_to_the_same_rows(name, make):
     keys = ("rows", "extra_cycles", "avg_busbw", "groups", "n_ranks", "hosts", "params", "out_of_bounds", "complete",
             "failed", "wrong_rows", "collective")
     assert {k: result[k] for k in keys} == {k: plain[k] for k in keys}
+
+
+def _row_block(text):
+    """(lines, index of the first and of the last result row) of a capture whose rows are plain lines."""
+    lines = text.split("\n")
+    rows = [i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0].isdigit()]
+    return lines, rows[0], rows[-1]
+
+
+# captures whose table is one block of plain row lines (no launcher prefix, no cycle already)
+BLOCKS = sorted(name for name in PARSED if "Testing" not in TEXTS[name] and not PARSED[name]["prefixes"])
+
+
+@SETTINGS
+@given(name=st.sampled_from(BLOCKS), times=st.integers(1, 3), marker=st.booleans())
+def test_cycles_of_a_run_parse_to_the_same_rows(name, times, marker):
+    # -N / -s cycles print the sweep again (rccl-tests: '# Testing N cycle.' before each); sizes repeated inside
+    # the sweep (alltoall's size-0 rows) must not start a cycle, a restart of the sweep must
+    lines, first, last = _row_block(TEXTS[name])
+    block = [line for line in lines[first:last + 1] if line.strip()]
+    table = []
+    for cycle in range(times):
+        table += (["# Testing %d cycle." % (cycle + 1)] if marker else []) + block
+    result = _check("\n".join(lines[:first] + table + lines[last + 1:]), name)
+    assert result is not None
+    assert result["n_cycles"] == times and len(result["rows"]) == len(block)
+    assert result["rows"] == PARSED[name]["rows"] and result["extra_cycles"] == [result["rows"]] * (times - 1)
 
 
 @pytest.mark.parametrize("name", sorted(PARSED))
