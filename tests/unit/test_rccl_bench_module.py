@@ -149,7 +149,7 @@ def test_mi210_saved_runs_by_amds_average(run_module, capture, status, fragment)
     assert code == 0 and result["skipped"] is False
     comparison = result["comparison"]
     assert (comparison["generation"], comparison["generation_from"], comparison["kind"], comparison["status"]) == (
-        "MI210", "device id", "avg_busbw", status)
+        "MI210", "topology identity (MI210 0x740f)", "avg_busbw", status)
     assert fragment in comparison["reason"] and comparison["expected_busbw"] == 8.0
     assert comparison["bounds"][0]["sources"][0]["commit"] == "a785131c367d5b10593cef366902131628f5d6c4"
     assert result["msg"].endswith("comparison: %s" % status)
