@@ -31,7 +31,7 @@ import re
 
 from .managed_state import unit_file_state
 from .process import CommandError, run
-from .sysroot import amd_gpu_functions, join, list_dir, read_text
+from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text
 
 # Under a sysroot other than "/" (a simulated node, a node snapshot) the kernel log of the boot the tree stands for:
 # the text `journalctl -k -b` prints (sim/sysroot.py writes it from the profile's kernel_log lines).
@@ -111,7 +111,7 @@ def _gather_gpu(dev, bdf):
         "available_memory": read_text(os.path.join(dev, "available_memory_partition"), None),
         "vbios": read_text(os.path.join(dev, "vbios_version"), None),
         "firmware": firmware,
-        "ras": ras if os.path.isdir(ras_dir) else None,
+        "ras": ras if is_dir(ras_dir) else None,
         "ras_unreadable": ras_unreadable,
         "bad_pages": parse_bad_pages(bad_text) if bad_text is not None else None,
         "vram_bytes": _int_or_none(read_text(os.path.join(dev, "mem_info_vram_total"), None)),

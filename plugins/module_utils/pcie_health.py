@@ -23,7 +23,7 @@ import os
 import re
 
 from .pci_config import EXT_CAP_ARI, ConfigSpace, human_bytes
-from .sysroot import amd_gpu_functions, join, list_dir, read_bytes, read_text
+from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_bytes, read_text, real_path
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 AER_KINDS = ("correctable", "nonfatal", "fatal")
@@ -60,7 +60,7 @@ def _int_or_none(text):
 def _pci_path(sysroot, bdf):
     """Bridges above ``bdf`` (root port first), from the ``sys/bus/pci/devices/<bdf>`` symlink; None if flat."""
     link = join(sysroot, os.path.join("sys/bus/pci/devices", bdf))
-    real = os.path.realpath(link)
+    real = real_path(link)
     if real == os.path.abspath(link):
         return None  # not a symlink into sys/devices: a flat capture, the hierarchy is unknown
     parts = real.split(os.sep)
@@ -87,7 +87,7 @@ def gather(sysroot="/"):
     nics = []
     ib = join(sysroot, "sys/class/infiniband")
     for name in list_dir(ib):
-        real = os.path.realpath(os.path.join(ib, name, "device"))
+        real = real_path(os.path.join(ib, name, "device"))
         bdf = os.path.basename(real)
         if _BDF.match(bdf):
             nics.append(_device(sysroot, bdf, "nic", name))
@@ -97,7 +97,7 @@ def gather(sysroot="/"):
             if bdf not in bridges:
                 bridges[bdf] = read_bytes(join(sysroot, os.path.join("sys/bus/pci/devices", bdf, "config")),
                                           default=None)
-    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": os.path.isdir(ib)}
+    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": is_dir(ib)}
 
 
 # ---------------------------------------------------------------------------------------------- helpers

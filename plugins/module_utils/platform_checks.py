@@ -28,7 +28,7 @@ from . import expected_values, gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .expected_values import check_expected
 from .gpu_identity import generation_entry, identify
-from .sysroot import amd_gpu_functions, join, list_dir, read_text
+from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text
 
 STATUSES = ("pass", "warn", "fail", "unknown")
 # The check engine's options, declared once: the platform_checks module's argument spec and the flags of
@@ -177,7 +177,7 @@ def gather(sysroot="/", unit_root="/"):
     facts = {
         "gpus": _gather_gpus(sysroot),
         "cmdline": read_text(join(sysroot, "proc/cmdline"), None),
-        "iommu_units": len(list_dir(iommu_dir)) if os.path.isdir(iommu_dir) else None,
+        "iommu_units": len(list_dir(iommu_dir)) if is_dir(iommu_dir) else None,
         "numa_nodes": _gather_numa(sysroot),
         "smt_active": read_text(join(sysroot, "sys/devices/system/cpu/smt/active"), None),
         "numa_balancing": read_text(join(sysroot, "proc/sys/kernel/numa_balancing"), None),

@@ -1,9 +1,14 @@
 """A compact snapshot of the kernel state topotune reads, as a sysroot-shaped tar.gz.
 
-The archive holds exactly the sysfs/procfs files the topology reader and the platform checks read, laid
-out as a sysroot, so ``bin/topotune topology --sysroot <extracted dir>`` (or a simulated profile built from
-it) analyses the node anywhere. Device nodes become empty regular files; their owner, group and mode are
-kept in ``snapshot.json``. Output of ``amd-smi`` / ``rocm-smi``, where installed, goes under ``smi/``.
+The archive holds the sysfs/procfs files the topology reader and the platform and health checks read, laid
+out as a sysroot with its symbolic links (the PCIe hierarchy is in the ``sys/bus/pci/devices`` links), so
+``bin/topotune topology|checks --sysroot <extracted dir>`` (or a simulated profile built from it) analyses the node
+anywhere and judges it as on the node. What the checks read is not listed here: ``collect`` runs their readers
+(``platform_checks.gather``) under ``sysroot.recording`` and keeps every file, directory and link they touched;
+the boot's kernel log, which they read from the journal on a node, is kept as the file they read on a tree.
+``TREES`` and ``FILES`` add what the topology reader walks and what hwloc reads beyond topotune. Device nodes
+become empty regular files; their owner, group and mode are kept in ``snapshot.json``. Output of ``amd-smi`` /
+``rocm-smi``, where installed, goes under ``smi/``.
 
 Standard library only (runs on the managed node and in the offline CLI).
 """
@@ -16,9 +21,10 @@ import stat
 import tarfile
 import time
 
+from . import gpu_health, platform_checks
 from .errors import TopotuneError
 from .files import write_atomic
-from .sysroot import AMD_VENDOR
+from .sysroot import AMD_VENDOR, recording
 
 # Relative to the sysroot. Directories are walked whole (the KFD tree), globs expanded.
 TREES = ("sys/class/kfd/kfd/topology",)
@@ -85,10 +91,66 @@ def _rel(sysroot, path):
     return os.path.relpath(path, sysroot)
 
 
+def _walk(sysroot, path, links, depth=0):
+    """The sysroot-relative real location of ``path``; every symbolic link on the way is added to ``links``
+    (relative path -> target relative to the link's directory). None when the path leaves the sysroot."""
+    root = os.path.realpath(sysroot)
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(sysroot))
+    if rel.startswith(".."):
+        return None
+    done = []
+    parts = [p for p in rel.split(os.sep) if p not in ("", ".")]
+    while parts and depth < 40:
+        here = os.path.join(root, *done, parts[0])
+        if os.path.islink(here):
+            target = os.readlink(here)
+            dest = os.path.normpath(os.path.join(root, *done, target) if not os.path.isabs(target)
+                                    else os.path.join(root, target.lstrip("/")))
+            dest_rel = os.path.relpath(dest, root)
+            if dest_rel.startswith(".."):
+                return None
+            link = os.path.join(*done, parts[0])
+            links[link] = os.path.relpath(dest_rel, os.path.dirname(link) or ".")
+            parts = dest_rel.split(os.sep) + parts[1:]
+            done, depth = [], depth + 1
+            continue
+        done.append(parts.pop(0))
+    return os.path.join(*done) if done else ""
+
+
+def _checks_reads(sysroot, files, links, dirs):
+    """Keep everything the platform and health checks read under ``sysroot`` (see the module docstring)."""
+    with recording() as reads:
+        platform_checks.gather(sysroot, unit_root=sysroot)
+    for path in sorted(reads.files):
+        rel = _walk(sysroot, path, links)
+        data = _read(path) if rel else None
+        if data is not None:
+            files[rel] = data
+    for path in sorted(reads.dirs):
+        rel = _walk(sysroot, path, links)
+        if rel is None:
+            continue
+        dirs.add(rel)
+        # entries a reader counts or follows (IOMMU units, PCI device links): directories and links, not contents
+        for name in sorted(os.listdir(path)) if os.path.isdir(path) else []:
+            entry = os.path.join(path, name)
+            if os.path.islink(entry) or os.path.isdir(entry):
+                _walk(sysroot, entry, links) if os.path.islink(entry) else dirs.add(os.path.join(rel, name))
+    for path in sorted(reads.links):
+        _walk(sysroot, path, links)
+    if (sysroot or "/") == "/":
+        # on a node the checks read the boot's kernel log from the journal: keep it where they read it on a tree
+        text, _origin = gpu_health.kernel_log(sysroot)
+        if text is not None:
+            files[gpu_health.KERNEL_LOG_FILE] = text.encode("utf-8", "replace")
+
+
 def collect(sysroot="/"):
-    """Return ``(files, meta)``: ``files`` maps sysroot-relative paths to bytes, ``meta`` describes the rest."""
+    """Return ``(files, meta)``: ``files`` maps sysroot-relative paths to bytes, ``meta`` describes the rest (with
+    ``links``, relative path -> target, and ``dirs``, directories that must exist even when empty)."""
     sysroot = sysroot or "/"
-    files, unreadable, devices = {}, [], []
+    files, unreadable, devices, links, dirs = {}, [], [], {}, set()
     for tree in TREES:
         top = os.path.join(sysroot, tree)
         for dirpath, _dirs, names in os.walk(top):
@@ -133,8 +195,19 @@ def collect(sysroot="/"):
                 continue
             devices.append({"path": _rel(sysroot, path), "uid": st.st_uid, "gid": st.st_gid,
                             "mode": "%04o" % stat.S_IMODE(st.st_mode), "char_device": stat.S_ISCHR(st.st_mode)})
+    _checks_reads(sysroot, files, links, dirs)
+    # every file at its real location, the links on its way kept as links (the PCI device links carry the hierarchy)
+    placed = {}
+    for rel, data in files.items():
+        real = _walk(sysroot, os.path.join(sysroot, rel), links) if not rel.startswith("var/log/") else rel
+        placed[real or rel] = data
+    files = placed
+    for link in links:
+        files.pop(link, None)
+        dirs.discard(link)
     meta = {"sysroot": sysroot, "files": len(files), "unreadable": sorted(unreadable), "devices": devices,
-            "iommu_present": iommu_present, "iommu_units": iommu_units}
+            "iommu_present": iommu_present, "iommu_units": iommu_units, "links": dict(sorted(links.items())),
+            "dirs": sorted(dirs)}
     return files, meta
 
 
@@ -154,12 +227,15 @@ def write_archive(dest, files, meta, smi=None):
                 info.mode = mode
                 tar.addfile(info, io.BytesIO(data))
 
+            links = meta.get("links") or {}
             dirs = set()
-            for name in sorted(files):
+            for name in list(files) + list(links) + list(meta.get("dirs") or []):
                 parent = os.path.dirname(name)
                 while parent and parent not in dirs:
                     dirs.add(parent)
                     parent = os.path.dirname(parent)
+            dirs.update(meta.get("dirs") or [])
+            dirs.difference_update(links)
             if meta.get("iommu_present"):
                 dirs.update(("sys", "sys/class", "sys/class/iommu"))
             for unit in meta.get("iommu_units", []):
@@ -172,6 +248,12 @@ def write_archive(dest, files, meta, smi=None):
                 tar.addfile(info)
             for name in sorted(files):
                 add(name, files[name])
+            for name, target in sorted(links.items()):
+                info = tarfile.TarInfo(name)
+                info.type = tarfile.SYMTYPE
+                info.linkname = target
+                info.mtime = now
+                tar.addfile(info)
             for device in meta.get("devices", []):
                 add(device["path"], b"")
             for name in sorted(smi):

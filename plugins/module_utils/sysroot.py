@@ -25,14 +25,21 @@ Public API (standard library only, Python 3.8+):
     Entry names that are decimal integers, as ints in numeric order (KFD ``nodes/``, ``io_links/``).
 ``amd_gpu_functions(sysroot)``
     Sorted BDFs of the AMD GPU functions in ``sys/bus/pci/devices`` (every CPX/DPX partition's function too).
+``real_path(path)`` / ``is_dir(path)``
+    ``os.path.realpath`` / ``os.path.isdir``, seen by ``recording``: readers resolve sysfs links and test
+    directories with these.
+``recording()``
+    Context manager yielding a ``Reads`` (``files``, ``dirs``, ``links``: full paths) of everything read through
+    this module while it is active: the readers own the paths they read, and the node snapshot
+    (``module_utils/snapshot.py``) records a run of them instead of keeping a list of its own.
 """
 
 import os
 
 from .errors import TopotuneError
 
-__all__ = ["AMD_VENDOR", "RAISE", "SysrootError", "amd_gpu_functions", "join", "list_dir", "numeric_entries",
-           "read_bytes", "read_int", "read_properties", "read_text"]
+__all__ = ["AMD_VENDOR", "RAISE", "Reads", "SysrootError", "amd_gpu_functions", "is_dir", "join", "list_dir",
+           "numeric_entries", "read_bytes", "read_int", "read_properties", "read_text", "real_path", "recording"]
 
 AMD_VENDOR = "0x1002"
 # PCI classes of AMD Instinct GPUs: 0x03xxxx display controllers (MI210 PCIe cards), 0x12xxxx processing
@@ -40,6 +47,32 @@ AMD_VENDOR = "0x1002"
 GPU_CLASSES = ("0x03", "0x12")
 
 RAISE = object()
+_RECORDINGS = []
+
+
+class Reads:
+    """What the readers read while a ``recording`` was active."""
+
+    def __init__(self):
+        self.files, self.dirs, self.links = set(), set(), set()
+
+
+class recording:  # noqa: N801 - used as ``with recording() as reads``, like a function
+    """See the module docstring."""
+
+    def __enter__(self):
+        self.reads = Reads()
+        _RECORDINGS.append(self.reads)
+        return self.reads
+
+    def __exit__(self, *exc):
+        _RECORDINGS.remove(self.reads)
+        return False
+
+
+def _seen(kind, path):
+    for reads in _RECORDINGS:
+        getattr(reads, kind).add(path)
 
 
 class SysrootError(TopotuneError):
@@ -76,6 +109,8 @@ def read_text(path, default=RAISE):
                 data = b"".join(chunks)
         finally:
             os.close(fd)
+        if _RECORDINGS:
+            _seen("files", path)
         return data.decode("utf-8", "replace").strip()
     except OSError as err:
         if default is not RAISE:
@@ -98,6 +133,8 @@ def read_bytes(path, limit=4096, default=RAISE):
                 size += len(data)
         finally:
             os.close(fd)
+        if _RECORDINGS:
+            _seen("files", path)
         return b"".join(chunks)
     except OSError as err:
         if default is not RAISE:
@@ -157,9 +194,27 @@ def read_properties(path, default=RAISE, raw=False):
 def list_dir(path):
     """Return the sorted entry names of ``path`` (``[]`` when missing)."""
     try:
-        return sorted(os.listdir(path))
+        names = sorted(os.listdir(path))
     except OSError:
         return []
+    if _RECORDINGS:
+        _seen("dirs", path)
+    return names
+
+
+def real_path(path):
+    """``os.path.realpath(path)``; a recording keeps the link so a snapshot can lay it out again."""
+    if _RECORDINGS and os.path.islink(path):
+        _seen("links", path)
+    return os.path.realpath(path)
+
+
+def is_dir(path):
+    """``os.path.isdir(path)``; a recording keeps the directory (an empty one means something: IOMMU off)."""
+    found = os.path.isdir(path)
+    if found and _RECORDINGS:
+        _seen("dirs", path)
+    return found
 
 
 def numeric_entries(path):
