@@ -16,8 +16,10 @@ description:
   - The module reads the PCI link state itself (C(sys/bus/pci/devices/<bdf>/current_link_width) and
     friends) rather than taking the topology model, so it runs alone, on a snapshot, or before
     discovery.
-  - Settings the OS cannot observe (determinism slider, APBDIS, DF C-states, cTDP, TSME, SR-IOV) are
-    reported C(unknown) with the value to attest in BIOS setup, never guessed.
+  - Settings the OS cannot observe (memory interleaving, ARI enumeration and support, ten-bit tags, determinism
+    slider, cTDP, xGMI, GMI folding, APBDIS, DF C-states, TSME, SR-IOV, ...) are reported C(unknown) with the value
+    to attest in BIOS setup, never guessed: AMD's table for the generation, and for MI3xx its table for the node's
+    role (O(virtualization_host)).
   - Never changes the node; C(changed) is always false.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
 options:
@@ -61,6 +63,15 @@ options:
     description: Expected transparent hugepage mode; empty uses the knowledge file's value.
     type: str
     default: ""
+  virtualization_host:
+    description:
+      - The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS tables
+        (ROCm/system-acceptance-docs C(docs/common/bios-settings.md)): for a virtualization host SR-IOV, Resizable
+        BAR, SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.
+      - With C(true) the BIOS items to attest follow the virtualization table, C(iommu_state) requires the IOMMU on
+        whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.
+    type: bool
+    default: false
   pending_cmdline:
     description:
       - Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
@@ -180,7 +191,7 @@ class PlatformChecks:
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
         options = {key: self.params[key] for key in
                    ("generation", "gpu_count", "bios_version", "cpu_governor", "transparent_hugepage",
-                    "pending_cmdline", "skip")}
+                    "pending_cmdline", "virtualization_host", "skip")}
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         gen = detect_generation(facts["gpus"], knowledge["generations"], options["generation"])
@@ -205,6 +216,7 @@ def main():
             "cpu_governor": {"type": "str", "default": ""},
             "transparent_hugepage": {"type": "str", "default": ""},
             "pending_cmdline": {"type": "list", "elements": "str", "default": []},
+            "virtualization_host": {"type": "bool", "default": False},
             "skip": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
