@@ -34,8 +34,8 @@ options:
         which does not have the collection's data files.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
-        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources; without it they run with built-in
-        defaults and no source.
+        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
+        that mean passthrough; without it they run with built-in defaults and no source.
       - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
         kernel log patterns, power managers); without it the GPU health checks (C(gpu_partition_mode),
         C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency),
