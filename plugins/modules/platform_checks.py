@@ -18,8 +18,8 @@ description:
     discovery.
   - Settings the OS cannot observe (memory interleaving, ARI enumeration and support, ten-bit tags, determinism
     slider, cTDP, xGMI, GMI folding, APBDIS, DF C-states, TSME, SR-IOV, ...) are reported C(unknown) with the value
-    to attest in BIOS setup, never guessed: AMD's table for the generation, and for MI3xx its table for the node's
-    role (O(virtualization_host)).
+    to attest in BIOS setup, never guessed. They come from AMD's table for the generation and, for MI3xx, its table
+    for the node's role (O(virtualization_host)).
   - Never changes the node; C(changed) is always false.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
 options:
@@ -66,7 +66,7 @@ options:
   virtualization_host:
     description:
       - The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS tables
-        (ROCm/system-acceptance-docs C(docs/common/bios-settings.md)): for a virtualization host SR-IOV, Resizable
+        in ROCm/system-acceptance-docs C(docs/common/bios-settings.md). For a virtualization host SR-IOV, Resizable
         BAR, SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.
       - With C(true) the BIOS items to attest follow the virtualization table, C(iommu_state) requires the IOMMU on
         whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.
