@@ -495,13 +495,16 @@ def retired_page_threshold(gpu, health, spec, gen_name, stated=None):
 
 def _check_bad_pages(health, spec, gen=None):
     source = spec.get("source", "")
+    name = (gen or {}).get("name")
+    if name and name in (spec.get("not_applicable") or []):
+        return _result("gpu_retired_pages", "pass", "bad page retirement not applicable on %s (amdgpu turns it off "
+                       "there: bad_page_threshold reads 0)" % name, "nothing to judge", source=source)
     gpus = [g for g in health["gpus"] if g["bad_pages"] is not None]
     if not gpus:
         return _result("gpu_retired_pages", "unknown", "no ras/gpu_vram_bad_pages", "retired pages below the threshold",
                        "bad page retirement is off (bad_page_threshold=0) or unsupported on this GPU/driver", source)
     fraction = float(spec.get("warn_fraction", 0.9))
     stated = stated_thresholds(health.get("kernel_log"), spec.get("statements"))
-    name = (gen or {}).get("name")
     worst, parts, hows, modes, over_amd = [], [], [], set(), []
     for gpu in gpus:
         pages = sum(gpu["bad_pages"].values())

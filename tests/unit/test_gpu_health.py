@@ -225,7 +225,7 @@ def test_unreadable_counter_is_unknown():
     (1967, -2, DKMS, "MI300X", "fail", 1966),
     (12, 10, DKMS, "MI300X", "fail", 10),         # user-defined bad_page_threshold=10
     (3, 0, DKMS, "MI300X", "warn", None),         # retirement disabled
-    (3, -1, DKMS, "MI300A", "unknown", None),     # the APU reserves no VRAM for retirement
+    (3, -1, DKMS, "MI355X", "pass", 256),
 ])
 def test_retired_pages_against_the_running_drivers_threshold(pages, param, driver, gen, status, limit):
     gpus = [_gpu(bad_pages={"R": pages, "P": 0, "F": 0})]
@@ -241,6 +241,16 @@ def test_retired_pages_against_the_running_drivers_threshold(pages, param, drive
         assert "halts its runtime services" in res["remediation"]
     if param == 0:
         assert "retirement disabled" in res["expected"] and "bad_page_threshold=0" in res["remediation"]
+
+
+def test_retired_pages_not_applicable_on_the_apu():
+    """amdgpu turns bad page retirement off on MI300A (an APP APU with UMC 12.0: amdgpu_bad_page_threshold = 0), so
+    the parameter reading 0 there is the driver's own setting, not a debugging one."""
+    res = _run(_health([_gpu(bad_pages={"R": 0, "P": 0, "F": 0})], bad_page_threshold=0), "MI300A",
+               {"numa_nodes": 1, "packages": 1})["gpu_retired_pages"]
+    assert res["status"] == "pass" and "not applicable on MI300A" in res["observed"]
+    gpu = _gpu(bad_pages={"R": 3, "P": 0, "F": 0})
+    assert gh.retired_page_threshold(gpu, _health([gpu]), PAGES, "MI300A")["mode"] == "unknown"
 
 
 def test_retired_pages_prefer_what_the_driver_states():
