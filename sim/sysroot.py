@@ -72,7 +72,9 @@ DEFAULTS = {
         "enabled": "always [madvise] never",
         "defrag": "always defer defer+madvise [madvise] never",
     },
-    "iommu": {"units": 4},
+    # IOMMU units (sys/class/iommu) and, when there are any, one IOMMU group per PCI function whose type is `domain`
+    # (identity = passthrough in effect; DMA-FQ = translated, the kernel default without iommu=pt)
+    "iommu": {"units": 4, "domain": "identity"},
     "cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=0f3b2c1e-5d4a-4f7e-9a55-3c2d1e0f9b8a ro quiet splash",
     "numa_balancing": 1,
     "dmi": {
@@ -539,6 +541,7 @@ def build(profile_name, dest, force=False):
 
     _write_pci(dest, profile, gpus, layout, faults)
     _write_amdgpu(dest, profile, gpus, faults)
+    _write_iommu_groups(dest, profile)
     _write_dev(dest, gpus)
     _write_cpus(dest, profile, layout, faults)
     _write_nodes(dest, profile, layout)
@@ -707,6 +710,8 @@ def _write_amdgpu(dest, profile, gpus, faults):
             "available_memory_partition": spec.get("available_memory_partition"),
             "vbios_version": over.get("vbios", spec.get("vbios_version")),
             "mem_info_vram_total": spec.get("vram_bytes"),
+            # the CPU-visible VRAM: all of it with a large BAR (amdgpu_vram_mgr.c mem_info_vis_vram_total)
+            "mem_info_vis_vram_total": spec.get("vis_vram_bytes", spec.get("vram_bytes")),
         }
         for key, val in values.items():
             if val is not None:
@@ -718,16 +723,33 @@ def _write_amdgpu(dest, profile, gpus, faults):
                 _write(os.path.join(d, "fw_version", f"{name}_fw_version"), f"0x{int(version):08x}\n")
         if spec.get("ras_blocks"):
             os.makedirs(os.path.join(d, "ras"), exist_ok=True)
+            deferred = set(spec.get("ras_deferred_blocks") or [])
             for block in spec["ras_blocks"]:
                 err = ras.get((pos, block), {})
-                _write(os.path.join(d, "ras", f"{block}_err_count"), f"ue: {err.get('ue', 0)}\nce: {err.get('ce', 0)}\n")
+                # UMC and the ACA path (MI300/MI350) add the deferred count: amdgpu_ras.c amdgpu_ras_sysfs_read
+                text = f"ue: {err.get('ue', 0)}\nce: {err.get('ce', 0)}\n"
+                if block in deferred or err.get("de"):
+                    text += f"de: {err.get('de', 0)}\n"
+                _write(os.path.join(d, "ras", f"{block}_err_count"), text)
             # one line per retired page, "gpu pfn : gpu page size : flags" (amdgpu_ras.c), reserved (R)
             _write(os.path.join(d, "ras", "gpu_vram_bad_pages"),
                    "".join(f"0x{0x1000 + k:08x} : 0x00001000 : R\n" for k in range(bad.get(pos, 0))))
-    if spec.get("bad_page_threshold") is not None:
-        params = os.path.join(dest, "sys", "module", "amdgpu", "parameters")
+    if spec.get("debugfs_bad_page_cnt_threshold") is not None:
+        # what the driver states (root only): sys/kernel/debug/dri/<card>/ras/bad_page_cnt_threshold, card = minor - 128
+        for pos in sorted(first.values()):
+            ras_dbg = os.path.join(dest, "sys", "kernel", "debug", "dri", str(gpus[pos]["minor"] - 128), "ras")
+            os.makedirs(ras_dbg, exist_ok=True)
+            _write(os.path.join(ras_dbg, "bad_page_cnt_threshold"), f"{spec['debugfs_bad_page_cnt_threshold']}\n")
+    if spec.get("bad_page_threshold") is not None or spec.get("module_version"):
+        module = os.path.join(dest, "sys", "module", "amdgpu")
+        params = os.path.join(module, "parameters")
         os.makedirs(params, exist_ok=True)
-        _write(os.path.join(params, "bad_page_threshold"), f"{spec['bad_page_threshold']}\n")
+        if spec.get("bad_page_threshold") is not None:
+            _write(os.path.join(params, "bad_page_threshold"), f"{spec['bad_page_threshold']}\n")
+        if spec.get("module_version"):
+            # AMD's DKMS amdgpu: MODULE_VERSION(AMDGPU_VERSION) and the out-of-tree taint
+            _write(os.path.join(module, "version"), f"{spec['module_version']}\n")
+            _write(os.path.join(module, "taint"), "O\n")
     kernel = os.path.join(dest, "proc", "sys", "kernel")
     os.makedirs(kernel, exist_ok=True)
     _write(os.path.join(kernel, "osrelease"), f"{profile['kernel_release']}\n")
@@ -738,6 +760,23 @@ def _write_amdgpu(dest, profile, gpus, faults):
     log = os.path.join(dest, KERNEL_LOG_FILE)
     os.makedirs(os.path.dirname(log), exist_ok=True)
     _write(log, "".join(f"{line}\n" for line in profile.get("kernel_log") or []))
+
+
+def _write_iommu_groups(dest, profile):
+    """With IOMMU units: one group per PCI function, ``sys/kernel/iommu_groups/<n>/{type,devices/<bdf>}`` and the
+    function's ``iommu_group`` link (drivers/iommu/iommu.c iommu_group_show_type spells the type)."""
+    iommu = profile["iommu"]
+    if not int(iommu.get("units", 0)):
+        return
+    groups = os.path.join(dest, "sys", "kernel", "iommu_groups")
+    links = os.path.join(dest, PCI_DEVICES)
+    for n, bdf in enumerate(sorted(os.listdir(links))):
+        group = os.path.join(groups, str(n))
+        os.makedirs(os.path.join(group, "devices"))
+        _write(os.path.join(group, "type"), f"{iommu.get('domain', 'identity')}\n")
+        device = os.path.realpath(os.path.join(links, bdf))
+        os.symlink(os.path.relpath(device, os.path.join(group, "devices")), os.path.join(group, "devices", bdf))
+        os.symlink(os.path.relpath(group, device), os.path.join(device, "iommu_group"))
 
 
 def _write_dev(dest, gpus):

@@ -10,7 +10,9 @@ Register layouts are those of the PCI Express Base Specification as Linux names 
   DevCap2 +0x24 (ARI forwarding bit 5, 10-bit tag completer/requester bits 16/17), DevCtl2 +0x28 (ARI
   forwarding enable bit 5, 10-bit tag requester enable bit 12);
 - extended capabilities from 0x100, each a 32-bit header ``id[15:0] version[19:16] next[31:20]``: AER 0x0001,
-  ACS 0x000d (capability +0x04, control +0x06), ARI 0x000e, resizable BAR 0x0015 (per BAR: capability +0x04,
+  ACS 0x000d (capability +0x04, control +0x06: bits 0-6 SV TB RR CR UF EC DT, and with the ACS Enhanced Capability
+  bit 7 I/O Request Blocking, 9:8 DSP and 11:10 USP Memory Target Access Control, 12 Unclaimed Request Redirect),
+  ARI 0x000e, resizable BAR 0x0015 (per BAR: capability +0x04,
   control +0x08 with BAR index bits 2:0, count bits 7:5 and current size bits 13:8 = 1 MiB << n).
 
 Unprivileged reads of ``config`` return only the first 64 bytes (the kernel hides the rest from non-root):
@@ -26,8 +28,11 @@ EXT_CAP_ARI = 0x000E
 EXT_CAP_REBAR = 0x0015
 HEADER_SIZE = 64
 EXT_START = 0x100
-# ACS control bits, in lspci's order and spelling (ls-ecaps.c cap_acs)
+# ACS control bits 0-6, in lspci's order and spelling (ls-ecaps.c cap_acs prints only these)
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
+# the ACS Enhanced Capability controls above them (pci_regs.h PCI_ACS_IORB, PCI_ACS_DSP_MT_RB/RR, PCI_ACS_USP_MT_RB/RR;
+# PCIe Base Specification ACS Control Register: bit 12 Unclaimed Request Redirect); bits 13-15 are reserved
+ACS_ENHANCED_BITS = ("IORB", "DSP_MT_RB", "DSP_MT_RR", "USP_MT_RB", "USP_MT_RR", "UnclaimedRR")
 # PCI Express capability port types (flags bits 7:4)
 PORT_TYPES = {0: "endpoint", 1: "legacy endpoint", 4: "root port", 5: "upstream port", 6: "downstream port",
               7: "pcie-to-pci bridge", 8: "pci-to-pcie bridge", 9: "rc integrated endpoint",
@@ -204,11 +209,13 @@ class ConfigSpace:
 
     @property
     def acs_enabled_flags(self):
-        """Names of the ACS controls that are on (lspci's ``+`` in ``ACSCtl``), or None without ACS."""
+        """Names of every ACS control bit that is set, or None without ACS: bits 0-6 in lspci's spelling (its ``+`` in
+        ``ACSCtl``), then the Enhanced Capability bits lspci does not print, reserved bits as ``bit13``..``bit15``."""
         ctl = self.acs_control
         if ctl is None:
             return None
-        return [name for bit, name in enumerate(ACS_BITS) if ctl >> bit & 1]
+        names = ACS_BITS + ACS_ENHANCED_BITS
+        return [names[bit] if bit < len(names) else "bit%d" % bit for bit in range(16) if ctl >> bit & 1]
 
     def resizable_bars(self):
         """``[{bar, current_bytes, supported_bytes}]`` from the resizable BAR capability; [] without it."""

@@ -7,10 +7,12 @@ Public API (standard library only, Python 3.8+):
     from the ``sys/bus/pci/devices/<bdf>`` symlink into ``sys/devices``), NUMA node, config space bytes and AER
     counters; and the config space of every bridge on those paths. Missing files become ``None``, never an
     exception.
-``run_checks(facts, knowledge)``
+``run_checks(facts, knowledge, gen=None, options=None)``
     Pure: results ``{id, status, observed, expected, remediation, source, cvs}`` (the shape of
     ``platform_checks``) for ``pci_acs``, ``rdma_gpu_nic_affinity``, ``pcie_aspm``, ``pcie_10bit_tags``,
-    ``pcie_ari_forwarding``, ``gpu_large_bar`` and ``pcie_aer``; ``knowledge`` is ``knowledge/pcie_health.yml``.
+    ``pcie_ari_forwarding``, ``gpu_large_bar`` and ``pcie_aer``; ``knowledge`` is ``knowledge/pcie_health.yml``,
+    ``gen`` the node's generation entry (where AMD requires a setting, its level), ``options`` the platform options
+    (``virtualization_host``: ACS is expected on).
 ``nic_affinity(facts)``
     Which NIC is closest to each GPU, and the ``NCCL_IB_HCA`` suggestion when the topology is clear.
 ``launch_rdma_options(sysroot)``
@@ -72,13 +74,18 @@ def _device(sysroot, bdf, kind, name=None):
     aer = {}
     for aer_kind in AER_KINDS:
         aer[aer_kind] = parse_aer(read_text(os.path.join(dev, "aer_dev_" + aer_kind), None))
-    return {
+    device = {
         "bdf": bdf, "kind": kind, "name": name,
         "numa_node": _int_or_none(read_text(os.path.join(dev, "numa_node"), None)),
         "path": _pci_path(sysroot, bdf),
         "config": read_bytes(os.path.join(dev, "config"), default=None),
         "aer": aer,
     }
+    if kind == "gpu":
+        # amdgpu_vram_mgr.c: the VRAM the CPU can see through the BAR, and all of it; readable without root
+        device["vram_bytes"] = _int_or_none(read_text(os.path.join(dev, "mem_info_vram_total"), None))
+        device["vis_vram_bytes"] = _int_or_none(read_text(os.path.join(dev, "mem_info_vis_vram_total"), None))
+    return device
 
 
 def gather(sysroot="/"):
@@ -110,6 +117,22 @@ def _spec(knowledge, key):
     return (knowledge or {}).get(key) or {}
 
 
+def _level(spec, gen, default="warn"):
+    """The finding's level: ``required.level`` where AMD requires the setting for the node's generation, else
+    ``level``."""
+    required = spec.get("required") or {}
+    if (gen or {}).get("name") in (required.get("generations") or []):
+        return required.get("level", "fail")
+    return spec.get("level", default)
+
+
+def _source(spec, gen):
+    required = spec.get("required") or {}
+    if (gen or {}).get("name") in (required.get("generations") or []) and required.get("source"):
+        return "%s; %s" % (spec.get("source", ""), required["source"])
+    return spec.get("source", "")
+
+
 def _physical(gpus):
     """One entry per physical GPU: CPX/DPX partitions appear as functions of one slot."""
     seen, out = set(), []
@@ -138,10 +161,17 @@ def _short(items, limit=4):
 
 
 # ----------------------------------------------------------------------------------------------- checks
-def check_acs(facts, knowledge):
+def check_acs(facts, knowledge, options=None):
     spec = _spec(knowledge, "acs")
     source, cvs = spec.get("source", ""), "test_check_pci_acs"
-    expected = "ACS control 0x0000 on every bridge above the GPUs and RDMA NICs"
+    virt = bool((options or {}).get("virtualization_host"))
+    want = int(spec.get("expected_control", 0))
+    if virt:
+        source = (spec.get("virtualization_host") or {}).get("source") or source
+        expected = "ACS enabled on the bridges above the GPUs and RDMA NICs (virtualization host: AMD's BIOS table sets " \
+                   "ACS Enabled)"
+    else:
+        expected = "ACS control 0x%04x (every bit clear) on every bridge above the GPUs and RDMA NICs" % want
     devices = _physical(facts["gpus"]) + facts["nics"]
     if not devices:
         return _result("pci_acs", "unknown", "no GPU or RDMA NIC", expected, "nothing to check", source, cvs)
@@ -153,19 +183,31 @@ def check_acs(facts, knowledge):
     if why:
         return _result("pci_acs", "unknown", why, expected, "run the checks with become (root) to read the "
                        "extended config space", source, cvs)
-    enabled, with_acs = [], 0
+    enabled, off, with_acs = [], [], 0
     for bdf in bridges:
         space = ConfigSpace(facts["bridges"][bdf])
-        flags = space.acs_enabled_flags
-        if flags is None:
+        ctl = space.acs_control
+        if ctl is None:
             continue
         with_acs += 1
-        if flags:
-            enabled.append("%s ACSCtl %s" % (bdf, " ".join(f + "+" for f in flags)))
+        if ctl != want:
+            enabled.append("%s ACSCtl %s (0x%04x)" % (bdf, " ".join(f + "+" for f in space.acs_enabled_flags), ctl))
+        else:
+            off.append(bdf)
+    if virt:
+        if enabled:
+            return _result("pci_acs", "pass", "ACS on at %d of %d bridge(s) with the capability: %s" % (
+                len(enabled), with_acs, _short(enabled, 3)), expected, source=source, cvs=cvs)
+        return _result("pci_acs", (spec.get("virtualization_host") or {}).get("level", "warn"),
+                       "ACS off on %d bridge(s) (%d without the capability)" % (with_acs, len(bridges) - with_acs),
+                       expected, "a virtualization host isolates its VFs behind ACS: set BIOS AMD CBS > NBIO common "
+                       "options > ACS = Enabled (AMD's virtualization table), or set platform_checks_virtualization_host"
+                       ": false if the node runs bare metal", source, cvs)
     if enabled:
         return _result("pci_acs", spec.get("level", "fail"), "; ".join(enabled), expected,
                        "disable ACS on these bridges: setpci -s <bdf> ECAP_ACS+0x6.w=0000 (not persistent: run it "
-                       "from a boot-time unit), or disable ACS in BIOS where the platform offers it", source, cvs)
+                       "from a boot-time unit), or set BIOS ACS = Disabled (AMD's bare-metal table); a "
+                       "virtualization host keeps ACS on (platform_checks_virtualization_host: true)", source, cvs)
     return _result("pci_acs", "pass", "ACS off on %d bridge(s) (%d without the capability)"
                    % (with_acs, len(bridges) - with_acs), expected, source=source, cvs=cvs)
 
@@ -322,9 +364,9 @@ def check_aspm(facts, knowledge):
     return _result("pcie_aspm", "pass", "ASPM %s on %d link end(s)" % (want, len(ends)), expected, source=source)
 
 
-def check_ten_bit_tags(facts, knowledge):
+def check_ten_bit_tags(facts, knowledge, gen=None):
     spec = _spec(knowledge, "ten_bit_tags")
-    source = spec.get("source", "")
+    source = _source(spec, gen)
     expected = "10-bit tag requester enabled on every GPU whose path supports 10-bit tag completion"
     gpus = _physical(facts["gpus"])
     if not gpus:
@@ -347,8 +389,9 @@ def check_ten_bit_tags(facts, knowledge):
         elif not space.ten_bit_tag_requester_enabled:
             off.append(gpu["bdf"])
     if off:
-        return _result("pcie_10bit_tags", spec.get("level", "warn"), "10-bit tag requester off on " + _short(off),
-                       expected, "set BIOS PCIe Ten Bit Tag Support = Auto/Enabled (AMD: required) and reboot", source)
+        return _result("pcie_10bit_tags", _level(spec, gen), "10-bit tag requester off on " + _short(off),
+                       expected, "set BIOS AMD CBS > NBIO common options > PCIe ten bit tag support = Enabled (AMD's "
+                       "required MI3xx setting; Auto on MI200) and reboot", source)
     if len(unsupported) == len(gpus):
         return _result("pcie_10bit_tags", "unknown", "no GPU path supports 10-bit tags", expected,
                        "check the platform's PCIe switch and root port capabilities", source)
@@ -357,9 +400,9 @@ def check_ten_bit_tags(facts, knowledge):
         expected, source=source)
 
 
-def check_ari(facts, knowledge):
+def check_ari(facts, knowledge, gen=None):
     spec = _spec(knowledge, "ari")
-    source = spec.get("source", "")
+    source = _source(spec, gen)
     expected = "ARI forwarding enabled on the port above every device with the ARI capability"
     pairs = _link_pairs(facts)
     spaces = [(d["bdf"], d["config"]) for d, _unused in pairs] + [(p, facts["bridges"].get(p)) for _unused, p in pairs]
@@ -378,11 +421,26 @@ def check_ari(facts, knowledge):
         if port.ari_forwarding_supported and not port.ari_forwarding_enabled:
             bad.append("%s above %s" % (parent, dev["bdf"]))
     if bad:
-        return _result("pcie_ari_forwarding", spec.get("level", "warn"), "ARI forwarding off on " + _short(bad), expected,
-                       "Linux enables ARI forwarding when it enumerates an ARI device: check dmesg for PCI errors, "
-                       "and that pci=noari is not on the kernel command line", source)
+        return _result("pcie_ari_forwarding", _level(spec, gen), "ARI forwarding off on " + _short(bad), expected,
+                       "set BIOS AMD CBS > NBIO common options > PCIE ARI Enumeration and PCIE ARI Support = Enabled "
+                       "(AMD: required on MI3xx); Linux enables ARI forwarding when it enumerates an ARI device: check "
+                       "dmesg for PCI errors, and that pci=noari is not on the kernel command line", source)
     return _result("pcie_ari_forwarding", "pass", "%d ARI device(s), forwarding on above each" % ari, expected,
                    source=source)
+
+
+def _visible_vram(gpus):
+    """Large BAR judged without config space: amdgpu's mem_info_vis_vram_total equals mem_info_vram_total when the
+    BAR shows the whole VRAM. ``(small, sizes)``, or None when a GPU lacks either file."""
+    small, sizes = [], set()
+    for gpu in gpus:
+        vram, vis = gpu.get("vram_bytes"), gpu.get("vis_vram_bytes")
+        if not vram or vis is None:
+            return None
+        sizes.add(human_bytes(vis))
+        if vis < vram:
+            small.append("%s visible VRAM %s of %s" % (gpu["bdf"], human_bytes(vis), human_bytes(vram)))
+    return small, sizes
 
 
 def check_large_bar(facts, knowledge):
@@ -392,9 +450,21 @@ def check_large_bar(facts, knowledge):
     gpus = _physical(facts["gpus"])
     if not gpus:
         return _result("gpu_large_bar", "unknown", "no GPU", expected, "nothing to check", source)
+    fix = ("enable BIOS Above 4G Decoding and Re-Size BAR Support (AMD: large BAR for P2P), and keep "
+           "pci=realloc=off; then reboot")
     why = _unreadable([(g["bdf"], g["config"]) for g in gpus], "the resizable BAR capability")
     if why:
-        return _result("gpu_large_bar", "unknown", why, expected, "run the checks with become (root)", source)
+        # unprivileged (the node-local exporter): amdgpu's visible VRAM says it without config space
+        visible = _visible_vram(gpus)
+        if visible is None:
+            return _result("gpu_large_bar", "unknown", why + "; no mem_info_vis_vram_total to judge by", expected,
+                           "run the checks with become (root)", source)
+        small, sizes = visible
+        if small:
+            return _result("gpu_large_bar", spec.get("level", "warn"), _short(small), expected, fix, source)
+        return _result("gpu_large_bar", "pass", "whole VRAM visible (%s, mem_info_vis_vram_total = "
+                       "mem_info_vram_total) on %d GPU(s)" % ("/".join(sorted(sizes)), len(gpus)), expected,
+                       source=source)
     small, sizes = [], set()
     for gpu in gpus:
         bars = ConfigSpace(gpu["config"]).resizable_bars()
@@ -407,12 +477,17 @@ def check_large_bar(facts, knowledge):
             small.append("%s BAR %d %s of %s"
                          % (gpu["bdf"], first["bar"], human_bytes(first["current_bytes"]), human_bytes(top)))
     if not sizes:
+        visible = _visible_vram(gpus)
+        if visible is not None:
+            small, vis_sizes = visible
+            if small:
+                return _result("gpu_large_bar", spec.get("level", "warn"), _short(small), expected, fix, source)
+            return _result("gpu_large_bar", "pass", "no resizable BAR capability; whole VRAM visible (%s) on %d GPU(s)"
+                           % ("/".join(sorted(vis_sizes)), len(gpus)), expected, source=source)
         return _result("gpu_large_bar", "unknown", "no resizable BAR capability on the GPUs", expected,
                        "check 'Above 4G decoding' and 'Re-Size BAR support' in BIOS by hand", source)
     if small:
-        return _result("gpu_large_bar", spec.get("level", "warn"), _short(small), expected,
-                       "enable BIOS Above 4G Decoding and Re-Size BAR Support (AMD: large BAR for P2P), and keep "
-                       "pci=realloc=off; then reboot", source)
+        return _result("gpu_large_bar", spec.get("level", "warn"), _short(small), expected, fix, source)
     return _result("gpu_large_bar", "pass", "BAR at %s on %d GPU(s)" % ("/".join(sorted(sizes)), len(gpus)), expected,
                    source=source)
 
@@ -456,8 +531,11 @@ CHECK_IDS = ("pci_acs", "rdma_gpu_nic_affinity", "pcie_aspm", "pcie_10bit_tags",
              "gpu_large_bar", "pcie_aer")
 
 
-def run_checks(facts, knowledge):
-    """Results of every PCIe/RDMA check; ``facts`` from ``gather``, ``knowledge`` = knowledge/pcie_health.yml."""
+def run_checks(facts, knowledge, gen=None, options=None):
+    """Results of every PCIe/RDMA check; ``facts`` from ``gather``, ``knowledge`` = knowledge/pcie_health.yml, ``gen``
+    the generation entry, ``options`` the platform options (``virtualization_host``)."""
     if not facts:
         return []
-    return [check(facts, knowledge) for check in CHECKS]
+    return [check_acs(facts, knowledge, options), check_affinity(facts, knowledge), check_aspm(facts, knowledge),
+            check_ten_bit_tags(facts, knowledge, gen), check_ari(facts, knowledge, gen),
+            check_large_bar(facts, knowledge), check_aer(facts, knowledge)]

@@ -4,7 +4,8 @@ Public API (standard library only, Python 3.8+):
 
 ``gather(sysroot, unit_root="/")``
     Read-only: the facts the checks need, from sysfs/procfs under ``sysroot`` (PCI GPU links, cmdline,
-    IOMMU units, CPU packages and NUMA nodes, SMT, NUMA balancing, THP, cpuidle, cpufreq, DMI BIOS).
+    IOMMU units and the GPUs' IOMMU groups, CPU packages and NUMA nodes, SMT, NUMA balancing, THP, cpuidle, cpufreq,
+    DMI BIOS).
     Missing files become ``None`` (the check then reports ``unknown``), never an exception.
 ``node_identity(facts, knowledge, options=None)``
     The node's GPU identity (``module_utils/gpu_identity.py``: generation, product, kind physical/hf/vf/apu) from
@@ -13,7 +14,8 @@ Public API (standard library only, Python 3.8+):
     Pure: list of results ``{id, status, observed, expected, remediation, source, cvs}``; ``status`` is
     one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
     (``generation``, ``gpu_count``, ``expected`` (``module_utils/expected_values.py``), ``cpu_governor``,
-    ``transparent_hugepage``, ``skip``).
+    ``transparent_hugepage``, ``pending_cmdline``, ``virtualization_host`` (AMD's BIOS table for a virtualization
+    host: SR-IOV, IOMMU and ACS enabled), ``skip``).
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
 
@@ -28,7 +30,7 @@ from . import expected_values, gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
 from .expected_values import check_expected
 from .gpu_identity import generation_entry, identify
-from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text
+from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
 
 STATUSES = ("pass", "warn", "fail", "unknown")
 # The check engine's options, declared once: the platform_checks module's argument spec and the flags of
@@ -45,6 +47,8 @@ OPTIONS = {
                              "help": "expected transparent hugepage mode; empty: the knowledge file's"},
     "pending_cmdline": {"type": "list", "elements": "str", "default": [],
                         "help": "kernel parameters configured but not yet booted (reported as pending, not missing)"},
+    "virtualization_host": {"type": "bool", "default": False,
+                            "help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
     "skip": {"type": "list", "elements": "str", "default": [], "help": "a check id to leave out (repeatable)"},
 }
 
@@ -170,12 +174,30 @@ def _possible_cpus(sysroot):
         return None
 
 
+def _gather_iommu_groups(sysroot, gpus):
+    """``(groups, gpu_groups)``: ``{group: type}`` of ``sys/kernel/iommu_groups`` (None without the directory) and
+    ``{bdf: group}`` of each GPU function (its ``iommu_group`` link; None without one)."""
+    base = join(sysroot, "sys/kernel/iommu_groups")
+    if not is_dir(base):
+        return None, {}
+    groups = {name: read_text(os.path.join(base, name, "type"), None) for name in list_dir(base)}
+    gpu_groups = {}
+    for gpu in gpus:
+        link = join(sysroot, os.path.join("sys/bus/pci/devices", gpu["bdf"], "iommu_group"))
+        gpu_groups[gpu["bdf"]] = os.path.basename(real_path(link)) if os.path.lexists(link) else None
+    return groups, gpu_groups
+
+
 def gather(sysroot="/", unit_root="/"):
     """Return the observed facts under ``sysroot`` (read-only); systemd unit files are read under ``unit_root`` (their
     real paths on a node, the snapshot's directory offline)."""
     iommu_dir = join(sysroot, "sys/class/iommu")
+    gpus = _gather_gpus(sysroot)
+    groups, gpu_groups = _gather_iommu_groups(sysroot, gpus)
     facts = {
-        "gpus": _gather_gpus(sysroot),
+        "gpus": gpus,
+        "iommu_groups": groups,
+        "gpu_iommu_groups": gpu_groups,
         "cmdline": read_text(join(sysroot, "proc/cmdline"), None),
         "iommu_units": len(list_dir(iommu_dir)) if is_dir(iommu_dir) else None,
         "numa_nodes": _gather_numa(sysroot),
@@ -392,23 +414,89 @@ def _check_cmdline(facts, gen, pending=(), common=None):
     return results
 
 
-def _check_iommu(facts, gen, host):
+def _passthrough(facts, spec):
+    """Whether IOMMU passthrough is in effect for the GPUs: ``(state, detail)``, ``state`` one of ``identity``,
+    ``translated`` or None (not readable). The GPUs' groups first, then the kernel's "Default domain type" line."""
+    groups, gpu_groups = facts.get("iommu_groups"), facts.get("gpu_iommu_groups") or {}
+    identity = set(spec.get("identity_types") or ["identity"])
+    translated = set(spec.get("translated_types") or ["DMA", "DMA-FQ", "DMA-SQ"])
+    assigned = set(spec.get("assigned_types") or ["unmanaged", "blocked"])
+    by_slot = {}
+    for gpu in facts.get("gpus") or []:
+        group = gpu_groups.get(gpu["bdf"])
+        if group is not None and groups and groups.get(group) is not None:
+            by_slot.setdefault(_slot(gpu["bdf"]), (gpu["bdf"], group, groups[group]))
+    if by_slot:
+        types = sorted({kind for _unused, _unused, kind in by_slot.values()})
+        dma = ["%s (group %s %s)" % (bdf, group, kind) for bdf, group, kind in sorted(by_slot.values())
+               if kind in translated]
+        other = [bdf for bdf, _unused, kind in sorted(by_slot.values()) if kind not in translated | identity | assigned]
+        if dma:
+            return "translated", "IOMMU translating the GPUs' DMA: " + ", ".join(dma[:4]) + (
+                " and %d more" % (len(dma) - 4) if len(dma) > 4 else "")
+        if other:
+            return None, "GPU IOMMU group type(s) %s not understood" % ", ".join(types)
+        if not set(types) & identity:
+            return "identity", "the GPUs are assigned to VMs or blocked (IOMMU groups: %s): the host's DMA path does " \
+                               "not carry them" % ", ".join(types)
+        return "identity", "passthrough in effect (GPU IOMMU groups: %s)" % ", ".join(types)
+    text = ((facts.get("health") or {}).get("kernel_log")) or ""
+    matches = re.findall(spec.get("default_domain_pattern") or r"Default domain type: (\w+)", text)
+    if matches:
+        kind = matches[-1]
+        line = "kernel: Default domain type: %s" % kind
+        return ("identity" if kind == "Passthrough" else "translated"), line
+    return None, "no sys/kernel/iommu_groups/*/type for the GPUs and no 'Default domain type' line in the kernel log"
+
+
+def _check_iommu(facts, gen, host, options=None, spec=None):
+    options, spec = options or {}, spec or {}
     units = facts["iommu_units"]
+    virt = bool(options.get("virtualization_host"))
     # the CPUs the machine has, not the online ones: X2APIC off leaves at most 255 of them online
     cpus = max(len(facts["cpus"]), facts.get("cpus_possible") or 0)
     limit = int((host.get("x2apic_cpu_limit") or {}).get("cpus", 256))
-    bios = (gen or {}).get("iommu_bios")
+    bios = "enabled" if virt else (gen or {}).get("iommu_bios")
     source = (gen or {}).get("bios_source") or _BIOS_SOURCE
+    if spec.get("source"):
+        source = "%s; %s" % (source, spec["source"])
     if units is None:
         return _result("iommu_state", "unknown", "sys/class/iommu not readable", "IOMMU %s" % (bios or "enabled"),
                        "run on the node itself", source)
     enabled = units > 0
     observed = "enabled (%d unit(s))" % units if enabled else "disabled (no IOMMU unit)"
     if enabled:
-        return _result("iommu_state", "pass", observed, "enabled, in passthrough (iommu=pt)", source=source)
+        expected = "enabled, passthrough in effect (iommu=pt: the GPUs' groups in the identity domain)"
+        state, detail = _passthrough(facts, spec)
+        observed = "%s; %s" % (observed, detail)
+        if state == "identity":
+            return _result("iommu_state", "pass", observed, expected, source=source)
+        if state is None:
+            return _result("iommu_state", "unknown", observed, expected,
+                           "read sys/kernel/iommu_groups/<group>/type of a GPU (identity = passthrough) or "
+                           "'journalctl -k -b | grep \"Default domain type\"' on the node", source)
+        text = ((facts.get("health") or {}).get("kernel_log")) or ""
+        encrypted = spec.get("encryption_pattern") and re.search(spec["encryption_pattern"], text)
+        tokens = cmdline_params(facts.get("cmdline"))
+        if "iommu=pt" in (options.get("pending_cmdline") or ()) and not _has_param(tokens, "iommu=pt"):
+            return _result("iommu_state", "warn", observed + "; iommu=pt configured, pending reboot", expected,
+                           "reboot the node so iommu=pt takes effect (kernel_tuning_reboot_ok: true lets the role do it)",
+                           source)
+        if encrypted:
+            fix = ("the kernel dropped passthrough: 'Memory encryption detected - Disabling default IOMMU "
+                   "Passthrough' (SME/TSME on): set BIOS AMD CBS > security > TSME = Disabled (AMD's BIOS table) and "
+                   "remove mem_encrypt=on, then reboot")
+        elif _has_param(tokens, "iommu=pt"):
+            fix = ("iommu=pt is on the command line but the GPUs' DMA is translated: look for the kernel's reason "
+                   "('journalctl -k -b | grep -i iommu'), e.g. memory encryption or iommu.passthrough=0")
+        else:
+            fix = ("boot with iommu=pt (role topotune.instinct.kernel_tuning, kernel_tuning_cmdline) and reboot: "
+                   "translated DMA costs RCCL and HIP host copies bandwidth")
+        return _result("iommu_state", "fail", observed, expected, fix, source)
     if bios == "enabled":
         x2apic = "; with %d CPUs Linux also turns X2APIC off and uses at most 255 of them" % cpus if cpus >= limit else ""
-        return _result("iommu_state", "fail", observed, "enabled",
+        what = "a virtualization host (SR-IOV VFs need it; AMD's virtualization table: IOMMU Enabled)" if virt else ""
+        return _result("iommu_state", "fail", observed, "enabled" + (" (%s)" % what if what else ""),
                        "enable IOMMU in BIOS (AMD CBS > NBIO Common Options > IOMMU = Enabled) and keep iommu=pt "
                        "on the kernel command line" + x2apic, source)
     if cpus >= limit:
@@ -547,12 +635,30 @@ def _check_bios_version(facts):
                    source=source, cvs=cvs)
 
 
-def _check_attest(gen):
+def attest_items(gen, tables, options=None):
+    """The BIOS settings to attest on this node: the generation's table, with the items of AMD's table for the node's
+    role (``bios_attest_roles``: bare metal, or a virtualization host) replacing those of the same id."""
+    role = "virtualization_host" if (options or {}).get("virtualization_host") else "bare_metal"
+    items = [dict(item, source=(gen or {}).get("bios_source", "")) for item in (gen or {}).get("bios_attest") or []]
+    spec = ((tables or {}).get("bios_attest_roles") or {}).get(role) or {}
+    if (gen or {}).get("name") in (spec.get("generations") or []):
+        index = {item["id"]: pos for pos, item in enumerate(items)}
+        for item in spec.get("items") or []:
+            item = dict(item, source=spec.get("source", ""))
+            if item["id"] in index:
+                items[index[item["id"]]] = item
+            else:
+                items.append(item)
+    return items
+
+
+def _check_attest(gen, tables=None, options=None):
     results = []
-    for item in (gen or {}).get("bios_attest") or []:
-        results.append(_result(item["id"], "unknown", "not observable from the OS", item["expected"],
+    role = "virtualization host" if (options or {}).get("virtualization_host") else "bare metal"
+    for item in attest_items(gen, tables, options):
+        results.append(_result(item["id"], "unknown", "not observable from the OS (%s)" % role, item["expected"],
                                "attest in BIOS setup: %s = %s" % (item["setting"], item["expected"]),
-                               gen.get("bios_source", "")))
+                               item.get("source", "")))
     return results
 
 
@@ -571,7 +677,8 @@ def run_checks(facts, knowledge, options=None):
     results.extend(_check_cmdline(facts, gen, options.get("pending_cmdline") or (),
                                   ((knowledge or {}).get("tables") or {}).get("kernel_params_common")))
     results.extend([
-        _check_iommu(facts, gen, host),
+        _check_iommu(facts, gen, host, options,
+                     ((knowledge or {}).get("pcie_health") or {}).get("iommu_passthrough") or {}),
         _check_nps(facts, gen),
         _check_smt(facts, gen),
         _check_numa_balancing(facts, host),
@@ -584,9 +691,9 @@ def run_checks(facts, knowledge, options=None):
     if "bios_version" not in expected:
         results.append(_check_bios_version(facts))
     results.extend(expected_values.run_checks(facts, expected))
-    results.extend(_check_attest(gen))
+    results.extend(_check_attest(gen, (knowledge or {}).get("tables"), options))
     # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
-    results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}))
+    results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}, gen, options))
     # GPU health: only when gathered and knowledge/gpu_health.yml is passed (knowledge key gpu_health)
     results.extend(gpu_health.run_checks(facts.get("health"), (knowledge or {}).get("gpu_health"), gen, facts,
                                          options, host))

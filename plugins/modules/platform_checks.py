@@ -16,8 +16,10 @@ description:
   - The module reads the PCI link state itself (C(sys/bus/pci/devices/<bdf>/current_link_width) and
     friends) rather than taking the topology model, so it runs alone, on a snapshot, or before
     discovery.
-  - Settings the OS cannot observe (determinism slider, APBDIS, DF C-states, cTDP, TSME, SR-IOV) are
-    reported C(unknown) with the value to attest in BIOS setup, never guessed.
+  - Settings the OS cannot observe (memory interleaving, ARI enumeration and support, ten-bit tags, determinism
+    slider, cTDP, xGMI, GMI folding, APBDIS, DF C-states, TSME, SR-IOV, ...) are reported C(unknown) with the value
+    to attest in BIOS setup, never guessed. They come from AMD's table for the generation and, for MI3xx, its table
+    for the node's role (O(virtualization_host)).
   - Never changes the node; C(changed) is always false.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
 options:
@@ -32,8 +34,8 @@ options:
         which does not have the collection's data files.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
-        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources; without it they run with built-in
-        defaults and no source.
+        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
+        that mean passthrough; without it they run with built-in defaults and no source.
       - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
         kernel log patterns, power managers); without it the GPU health checks (C(gpu_partition_mode),
         C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency),
@@ -70,6 +72,15 @@ options:
     description: Expected transparent hugepage mode; empty uses the knowledge file's value.
     type: str
     default: ""
+  virtualization_host:
+    description:
+      - The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS tables
+        in ROCm/system-acceptance-docs C(docs/common/bios-settings.md). For a virtualization host SR-IOV, Resizable
+        BAR, SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.
+      - With C(true) the BIOS items to attest follow the virtualization table, C(iommu_state) requires the IOMMU on
+        whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.
+    type: bool
+    default: false
   pending_cmdline:
     description:
       - Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically

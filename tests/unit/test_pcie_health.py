@@ -119,11 +119,84 @@ def _truncated(facts, size):
 
 def test_unprivileged_reads_are_unknown_with_the_reason(facts_of):
     results = _by_id(ph.run_checks(_truncated(facts_of(GOOD), 64), KNOWLEDGE))
-    for check_id in ("pci_acs", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding", "gpu_large_bar"):
+    for check_id in ("pci_acs", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding"):
         assert results[check_id]["status"] == "unknown", check_id
         assert "64 bytes" in results[check_id]["observed"] and "root" in results[check_id]["observed"], check_id
-    # AER counters and NIC affinity need no config space
+    # AER counters and NIC affinity need no config space; large BAR is judged by amdgpu's visible VRAM
     assert results["pcie_aer"]["status"] == "pass" and results["rdma_gpu_nic_affinity"]["status"] == "pass"
+    assert results["gpu_large_bar"]["status"] == "pass"
+    assert "mem_info_vis_vram_total = mem_info_vram_total" in results["gpu_large_bar"]["observed"]
+
+
+@pytest.mark.parametrize("vis,status,text", [
+    (206158430208, "pass", "whole VRAM visible (192GB"),
+    (256 << 20, "warn", "0000:22:00.0 visible VRAM 256MB of 192GB"),   # a 256 MB BAR: today unknown without root
+    (None, "unknown", "no mem_info_vis_vram_total"),
+])
+def test_large_bar_without_root_from_the_visible_vram(facts_of, vis, status, text):
+    facts = _truncated(facts_of(GOOD), 64)
+    for gpu in facts["gpus"]:
+        if gpu["bdf"] == "0000:22:00.0":
+            gpu["vis_vram_bytes"] = vis
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["gpu_large_bar"]
+    assert res["status"] == status and text in res["observed"], res
+    if status == "warn":
+        assert "Above 4G Decoding" in res["remediation"]
+
+
+def test_large_bar_uses_config_space_when_readable(facts_of):
+    """Root read: the resizable BAR decides even when the visible VRAM would say otherwise."""
+    facts = copy.deepcopy(facts_of(GOOD))
+    for gpu in facts["gpus"]:
+        gpu["vis_vram_bytes"] = 256 << 20
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["gpu_large_bar"]
+    assert res["status"] == "pass" and res["observed"].startswith("BAR at 256GB")
+
+
+def _acs(data, value):
+    buf = bytearray(data)
+    pos = ph.ConfigSpace(data).ext_capabilities()[0x000D]
+    buf[pos + 6:pos + 8] = value.to_bytes(2, "little")
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("control,flags", [
+    (0x0080, "IORB+"),          # ACS Enhanced: I/O Request Blocking, invisible to lspci's ACSCtl line
+    (0x0300, "DSP_MT_RB+ DSP_MT_RR+"),
+    (0x1000, "UnclaimedRR+"),
+    (0x2000, "bit13+"),         # reserved: still not "ACS off"
+    (0x0001, "SrcValid+"),
+])
+def test_any_set_acs_control_bit_fails(facts_of, control, flags):
+    facts = copy.deepcopy(facts_of(GOOD))
+    facts["bridges"]["0000:37:00.0"] = _acs(facts["bridges"]["0000:37:00.0"], control)
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["pci_acs"]
+    assert res["status"] == "fail" and res["observed"] == "0000:37:00.0 ACSCtl %s (0x%04x)" % (flags, control), res
+
+
+@pytest.mark.parametrize("profile,status", [("fault-acs-enabled", "pass"), (GOOD, "warn")])
+def test_virtualization_host_expects_acs_on(facts_of, profile, status):
+    """AMD's virtualization BIOS table sets ACS Enabled: on such a host ACS on passes and ACS off warns."""
+    res = _by_id(ph.run_checks(facts_of(profile), KNOWLEDGE, options={"virtualization_host": True}))["pci_acs"]
+    assert res["status"] == status, res
+    assert "Virtualization" in res["source"] and "virtualization host" in res["expected"]
+    if status == "warn":
+        assert "ACS = Enabled" in res["remediation"]
+
+
+@pytest.mark.parametrize("generation,level", [("MI300X", "fail"), ("MI355X", "fail"), ("MI210", "warn"), (None, "warn")])
+def test_amd_required_bios_settings_fail_on_mi3xx(facts_of, generation, level):
+    """The acceptance docs' "Required BIOS Settings" (MI3xx): ten-bit tag support and ARI Enumeration/Support
+    Enabled; on MI200 (ten-bit tag Auto) the findings stay warnings."""
+    facts = copy.deepcopy(facts_of(GOOD))
+    _set_gpu(facts, "0000:0c:00.0", lambda b: _devctl2(b, 0))                          # 10-bit tag requester off
+    facts["bridges"]["0000:21:00.0"] = _devctl2(facts["bridges"]["0000:21:00.0"], 1 << 12)  # ARI forwarding off
+    gen = {"name": generation} if generation else None
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE, gen))
+    assert results["pcie_10bit_tags"]["status"] == level and results["pcie_ari_forwarding"]["status"] == level
+    if level == "fail":
+        assert "Required BIOS Settings" in results["pcie_10bit_tags"]["source"]
+        assert "PCIE ARI Enumeration" in results["pcie_ari_forwarding"]["remediation"]
 
 
 def test_standard_space_only_still_decodes_the_pcie_capability(facts_of):

@@ -38,6 +38,10 @@ def tuned_facts(gen, **over):
         "numa_nodes": 2 * nps, "packages": 2, "smt_active": "0", "numa_balancing": "0", "thp": "always",
         "bios_version": "1.2.3", "cpu_vendor": "AuthenticAMD", "cpus": list(range(128)),
         "governors": {"performance": list(range(128))}, "no_cpufreq": [],
+        # IOMMU on: every GPU in its own group in the identity domain (passthrough in effect)
+        "iommu_groups": {str(i): "identity" for i in range(count)} if gen["iommu_bios"] == "enabled" else None,
+        "gpu_iommu_groups": {"0000:%02x:00.0" % (0x10 * (i + 1)): str(i) for i in range(count)}
+        if gen["iommu_bios"] == "enabled" else {},
         "cpuidle": {"C1": {"enabled": list(range(128)), "disabled": []},
                     "C2": {"enabled": [], "disabled": list(range(128))}},
     }
@@ -284,7 +288,8 @@ def test_knowledge_roundtrip_is_not_mutated():
 class _FakeModule:
     def __init__(self, **params):
         self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "expected": {}, "cpu_governor": "",
-                       "transparent_hugepage": "", "pending_cmdline": [], "skip": [], **params}
+                       "transparent_hugepage": "", "pending_cmdline": [], "virtualization_host": False, "skip": [],
+                       **params}
         self.check_mode = True
 
     def fail_json(self, **kwargs):
@@ -321,7 +326,9 @@ def test_nps_outside_the_recommended_value_follows_amds_wording(name, numa_nodes
     res = _by_id(pc.run_checks(tuned_facts(GENERATIONS[name], numa_nodes=numa_nodes), KNOWLEDGE))["numa_nps"]
     assert res["status"] == status
     if status == "warn":
-        assert "should not be used" in res["remediation"] and "NPS1" in res["remediation"]
+        # the acceptance docs v1.2 wording; amdgpu-docs' "should not be used" is the other document
+        assert "some workloads may have performance improvements" in res["remediation"] and "NPS1" in res["remediation"]
+        assert "bios-settings.md at commit 23e7312" in res["source"]
 
 
 # Device ids of ROCm/gpu-operator's NFD rule (commit 33e9097), read by hand: HF variants and SR-IOV functions.
@@ -356,3 +363,97 @@ def test_mi300a_requires_its_own_kernel_parameters():
     facts = tuned_facts(gen)
     facts["cmdline"] = facts["cmdline"].replace("transparent_hugepage=always", "")
     assert _by_id(pc.run_checks(facts, KNOWLEDGE))["kernel_param_transparent_hugepage_always"]["status"] == "fail"
+
+
+# ------------------------------------------------------------------------------ IOMMU passthrough in effect
+PCIE = yaml.safe_load(open(os.path.join(REPO, "knowledge", "pcie_health.yml"), encoding="utf-8"))
+WITH_PCIE = dict(KNOWLEDGE, pcie_health=PCIE)
+TSME_LINE = "[    0.401223] iommu: Memory encryption detected - Disabling default IOMMU Passthrough\n"
+
+
+@pytest.mark.parametrize("over,status,text", [
+    # the kernel translates the GPUs' DMA (iommu=pt missing, or dropped): today only the command line is read
+    ({"iommu_groups": {str(i): "DMA-FQ" for i in range(8)}}, "fail", "group 0 DMA-FQ"),
+    ({"iommu_groups": {"0": "DMA", **{str(i): "identity" for i in range(1, 8)}}}, "fail", "0000:10:00.0 (group 0 DMA)"),
+    ({"iommu_groups": {str(i): "unmanaged" for i in range(8)}}, "pass", "unmanaged"),   # VFIO: assigned to VMs
+    # no groups: the kernel's boot line (drivers/iommu/iommu.c iommu_subsys_init)
+    ({"iommu_groups": None, "health": {"kernel_log": "[    0.4] iommu: Default domain type: Passthrough \n"}},
+     "pass", "kernel: Default domain type: Passthrough"),
+    ({"iommu_groups": None, "health": {"kernel_log": "[    0.4] iommu: Default domain type: Translated\n"}},
+     "fail", "Default domain type: Translated"),
+    ({"iommu_groups": None}, "unknown", "no 'Default domain type' line"),
+])
+def test_iommu_passthrough_must_be_in_effect(over, status, text):
+    facts = tuned_facts(GENERATIONS["MI300X"], **over)
+    res = _by_id(pc.run_checks(facts, WITH_PCIE))["iommu_state"]
+    assert res["status"] == status and text in res["observed"], res
+    assert "iommu_groups" in res["source"] and "iommu.c" in res["source"]
+
+
+def test_iommu_passthrough_dropped_by_memory_encryption_or_pending():
+    translated = {str(i): "DMA-FQ" for i in range(8)}
+    res = _by_id(pc.run_checks(tuned_facts(GENERATIONS["MI300X"], iommu_groups=translated,
+                                           health={"kernel_log": TSME_LINE}), WITH_PCIE))["iommu_state"]
+    assert res["status"] == "fail" and "TSME = Disabled" in res["remediation"]
+    # configured for the next boot (kernel_tuning's pending list): a warning, as iommu_pt says
+    facts = tuned_facts(GENERATIONS["MI300X"], iommu_groups=translated)
+    facts["cmdline"] = facts["cmdline"].replace("iommu=pt", "")
+    res = _by_id(pc.run_checks(facts, WITH_PCIE, {"pending_cmdline": ["iommu=pt"]}))["iommu_state"]
+    assert res["status"] == "warn" and "pending reboot" in res["observed"]
+
+
+@pytest.mark.parametrize("virt,status", [(False, "pass"), (True, "fail")])
+def test_virtualization_host_needs_the_iommu(virt, status):
+    """MI200's table sets IOMMU Disabled (bare metal); AMD's virtualization table: IOMMU Enabled."""
+    res = _by_id(pc.run_checks(tuned_facts(GENERATIONS["MI210"]), KNOWLEDGE,
+                               {"virtualization_host": virt}))["iommu_state"]
+    assert res["status"] == status, res
+
+
+def test_profiles_show_passthrough_in_effect(profile_root):
+    results = _by_id(pc.run_checks(pc.gather(profile_root("mi300x-8gpu-spx")), WITH_PCIE, {"gpu_count": 8}))
+    assert results["iommu_state"]["status"] == "pass" and "identity" in results["iommu_state"]["observed"]
+
+
+# ------------------------------------------------------------------------------------ BIOS tables by role
+def _attest(name, virt=False):
+    results = pc.run_checks(tuned_facts(GENERATIONS[name]), KNOWLEDGE, {"virtualization_host": virt})
+    return {r["id"]: r for r in results if r["id"].startswith("bios_") and r["id"] != "bios_version"}
+
+
+def test_bios_attest_follows_the_acceptance_docs_and_the_role():
+    bare = _attest("MI300X")
+    # "Required BIOS Settings" and "Optimal Performance" of docs/common/bios-settings.md v1.2
+    assert bare["bios_ari_enumeration"]["expected"] == "Enabled (required)"
+    assert bare["bios_ari_support"]["expected"] == "Enabled (required)"
+    assert bare["bios_ten_bit_tag"]["expected"] == "Enabled (required)"
+    assert bare["bios_gmi_folding"]["expected"] == "Disabled"
+    assert bare["bios_df_cstates"]["expected"] == "Disabled"
+    assert bare["bios_sriov"]["expected"].startswith("Disabled") and "pci=realloc=off" in bare["bios_sriov"]["expected"]
+    assert "Without Virtualization" in bare["bios_sriov"]["source"] and "bare metal" in bare["bios_sriov"]["observed"]
+    assert "bios_svm" not in bare
+    virt = _attest("MI300X", virt=True)
+    assert virt["bios_sriov"]["expected"] == "Enabled" and virt["bios_svm"]["expected"] == "Enabled"
+    assert virt["bios_resizable_bar"]["expected"] == "Enabled" and "for Virtualization" in virt["bios_sriov"]["source"]
+    assert set(virt) == set(bare) | {"bios_svm", "bios_resizable_bar"}
+    # MI200: its own table (SR-IOV Disabled, ten-bit tag Auto, DF C-states Enabled); a virtualization host takes
+    # AMD's virtualization table, the only one there is
+    mi210 = _attest("MI210")
+    assert mi210["bios_sriov"]["expected"] == "Disabled" and mi210["bios_ten_bit_tag"]["expected"] == "Auto"
+    assert mi210["bios_df_cstates"]["expected"] == "Enabled" and "bios_gmi_folding" not in mi210
+    assert _attest("MI210", virt=True)["bios_sriov"]["expected"] == "Enabled"
+    for item in list(bare.values()) + list(mi210.values()):
+        assert item["status"] == "unknown" and item["remediation"].startswith("attest in BIOS setup")
+        assert "system-acceptance-docs" in item["source"] and "23e7312" in item["source"], item
+
+
+def test_module_takes_the_virtualization_host_option(run_module, profile_root):
+    from ansible_collections.topotune.instinct.plugins.modules import platform_checks as module
+
+    knowledge = dict(WITH_PCIE)
+    rc, out = run_module(module, sysroot=profile_root("fault-acs-enabled"), knowledge=knowledge, gpu_count=8,
+                         virtualization_host=True)
+    by_id = {r["id"]: r for r in out["results"]}
+    assert rc == 0 and by_id["pci_acs"]["status"] == "pass" and by_id["bios_svm"]["expected"] == "Enabled"
+    rc, out = run_module(module, sysroot=profile_root("fault-acs-enabled"), knowledge=knowledge, gpu_count=8)
+    assert {r["id"]: r for r in out["results"]}["pci_acs"]["status"] == "fail"

@@ -209,6 +209,9 @@ CHECKS = {
         b for b in t.pci if any(_read(t.root, f"{PCI}/{b}/ras/{f}").startswith("ue: ") and
                                 not _read(t.root, f"{PCI}/{b}/ras/{f}").startswith("ue: 0\n")
                                 for f in _listing(t.root, f"{PCI}/{b}/ras") if f.endswith("_err_count"))) == v,
+    "ras_deferred_bdfs": lambda t, v: sorted(
+        b for b in t.pci if any(re.search(r"^de: [1-9]", _read(t.root, f"{PCI}/{b}/ras/{f}"), re.M)
+                                for f in _listing(t.root, f"{PCI}/{b}/ras") if f.endswith("_err_count"))) == v,
     "bad_page_counts": lambda t, v: {
         b: len(_read(t.root, f"{PCI}/{b}/ras/gpu_vram_bad_pages").splitlines()) for b in t.pci
         if os.path.isfile(os.path.join(t.root, PCI, b, "ras", "gpu_vram_bad_pages"))
@@ -569,3 +572,34 @@ def test_firmware_versions_are_written_as_amdgpu_prints_them(built):
     assert tree.accel_bdfs()
     for bdf in tree.accel_bdfs():  # the GPUs; bridges and NICs have no amdgpu firmware
         assert _read(os.path.join(tree.root, PCI, bdf), "fw_version/mec_fw_version") == "0x000000b1"
+
+
+def test_iommu_groups_as_the_kernel_shows_them(built):
+    """With IOMMU units every PCI function has an iommu_group link to sys/kernel/iommu_groups/<n>, whose type file
+    says the domain (identity = passthrough) and whose devices/ links back; without units there are no groups."""
+    tree = built("mi300x-8gpu-spx")
+    groups = os.path.join(tree.root, "sys/kernel/iommu_groups")
+    seen = set()
+    for bdf in sorted(tree.pci):
+        link = os.path.join(tree.root, PCI, bdf, "iommu_group")
+        group = os.path.realpath(link)
+        assert os.path.dirname(group) == os.path.realpath(groups), bdf
+        assert _read(group, "type") == "identity"
+        assert os.path.realpath(os.path.join(group, "devices", bdf)) == os.path.realpath(os.path.join(tree.root, PCI, bdf))
+        assert not os.path.isabs(os.readlink(link))  # relative: the tree stays valid under /sim
+        seen.add(group)
+    assert len(seen) == len(tree.pci) == len(os.listdir(groups))
+    assert not os.path.exists(os.path.join(built("fault-numa-minus1").root, "sys/kernel/iommu_groups"))
+
+
+def test_amdgpu_files_of_the_spx_profile(built):
+    """Large BAR seen without root (mem_info_vis_vram_total = mem_info_vram_total), the deferred count of UMC, and
+    AMD's DKMS amdgpu (sys/module/amdgpu/version, bad_page_threshold -1)."""
+    tree = built("mi300x-8gpu-spx")
+    for bdf in tree.accel_bdfs():
+        files = tree.pci[bdf]
+        assert files["mem_info_vis_vram_total"] == files["mem_info_vram_total"] == "206158430208"
+        assert _read(tree.root, f"{PCI}/{bdf}/ras/umc_err_count") == "ue: 0\nce: 0\nde: 0"
+        assert _read(tree.root, f"{PCI}/{bdf}/ras/gfx_err_count") == "ue: 0\nce: 0"
+    assert _read(tree.root, "sys/module/amdgpu/version") == "6.12.12"
+    assert _read(tree.root, "sys/module/amdgpu/parameters/bad_page_threshold") == "-1"

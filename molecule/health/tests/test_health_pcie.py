@@ -15,7 +15,6 @@ FAULTS = {
     "fault-nic-far-numa": ("rdma_gpu_nic_affinity", "warn", "GPU 0000:0c:00.0 (NUMA 0) has no NIC of its own"),
     "fault-aer-fatal": ("pcie_aer", "fail", "0000:af:00.0 fatal 1"),
 }
-PCIE_PROFILES = {"mi300x-8gpu-spx"} | set(FAULTS)
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +31,8 @@ def report(host):
 
 
 def test_pcie_checks_match_the_profile(profile, report):
-    if profile not in PCIE_PROFILES:
-        pytest.skip("%s: a platform of the GPU half of this scenario" % profile)
+    """The good node passes every PCIe/RDMA check; each PCIe fault node trips exactly its check. The GPU-health
+    nodes share the good node's PCIe tree: they pass too."""
     assert set(PCIE_IDS) <= set(report)
     want = FAULTS.get(profile)
     for check_id in PCIE_IDS:
