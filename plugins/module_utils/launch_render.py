@@ -29,7 +29,7 @@ import re
 from .cpulist import CpulistError, format_cpulist, normalize, parse
 from .errors import TopotuneError
 from .grouping import GroupingError, group_gpus
-from .slurm_gres import render_gres
+from .slurm_gres import gres_positions, render_gres
 
 VISIBLE_ENVS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none")
 SCOPES = ("group", "rank")
@@ -323,9 +323,8 @@ def _dash(value):
 
 
 def gres_indices(p):
-    """GPU index -> its position in gres.conf (GPUs with a known render node, in index order)."""
-    listed = [g["index"] for g in p["gpus"] if isinstance(g.get("render_minor"), int)]
-    return {gpu: position for position, gpu in enumerate(listed)}
+    """GPU index -> its position in gres.conf, the GPU id Slurm hands a job (``slurm_gres.gres_positions``)."""
+    return gres_positions(p["gpus"], p["options"]["dev_dir"])
 
 
 def render_table(p):
