@@ -527,6 +527,9 @@ def build(profile_name, dest, force=False):
     layout, gpus = _hardware(profile)  # validates the profile before DEST is touched
     _cache_sizes(profile)
     _node_memory_kib(profile, len(layout.numa))
+    if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
+        _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
+                   profile["rdma"].get("link_layer", "Ethernet"))
     dest = os.path.abspath(dest)
     _prepare_dest(dest, force)
     _files_written[0] = 0
