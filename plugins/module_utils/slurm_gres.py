@@ -203,7 +203,8 @@ def render_gres(topology, gpus, bindings, gres_index, options):
                  "# " + node_line]
     lines = []
     body = []
-    for gpu in gpus:
+    # GPU index order: gres_positions numbers the listed GPUs in that order (Slurm's sort keeps it)
+    for gpu in sorted(gpus, key=lambda g: g["index"]):
         index = gpu["index"]
         b = bindings[index]
         if index not in gres_index:
