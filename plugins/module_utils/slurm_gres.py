@@ -28,10 +28,11 @@ Rules (Slurm 22.05, the Debian 12 packages, and 24.11 behave the same here):
   repeating the same value is allowed (gres.conf(5); ``_handle_local_autodetect``). ``NodeName`` also keeps the
   lines to this node when the fragments of several nodes are joined into one gres.conf (``_parse_gres_config_node``
   skips other nodes' lines).
-- GPU ids: the ``index`` Slurm gives each device is its record's position (``gres_node_config_load`` in
-  gres_common.c / gres.c), and ``SLURM_STEP_GPUS`` lists those positions (``common_gres_set_env``,
-  ``use_dev_num`` false for GPUs); with ``Flags=amd_gpu_env`` its ``ROCR_VISIBLE_DEVICES`` carries the same
-  positions (or job-local counts when devices are constrained). Without AutoDetect the records keep the file's
+- GPU ids: the ``index`` Slurm gives each device is its record's position (``common_node_config_load`` in
+  src/plugins/gres/common/gres_common.c 22.05, ``gres_node_config_load`` in src/interfaces/gres.c 24.11), and
+  ``SLURM_STEP_GPUS`` lists those positions (``common_gres_set_env``, ``use_dev_num`` false for GPUs); with
+  ``Flags=amd_gpu_env`` its ``ROCR_VISIBLE_DEVICES`` carries the same positions (or job-local counts when devices
+  are constrained). Without AutoDetect the records keep the file's
   order (``gres_p_node_config_load`` merges and sorts only when a plugin returned devices); with it,
   ``_merge_system_gres_conf`` sorts them by ``File`` (``strnatcmp``) and then by the ``-1`` position in ``Links``.
   The lines are written in GPU index order (ROCm's order, so Slurm's own ``ROCR_VISIBLE_DEVICES`` names the right
