@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import ipaddress
 import json
 import os
 import shutil
@@ -229,6 +230,11 @@ def _synthetic_gpus(profile, n_numa):
         raise ProfileError(f"profile {profile['name']}: kfd.synthetic has {len(syn['bdfs'])} bdfs but "
                            f"{len(syn['gpu_numa'])} gpu_numa entries")
     absent = set(profile["faults"].get("absent_gpus", []))
+    minors = syn.get("render_minors")
+    if minors is not None and (not isinstance(minors, list) or len(minors) != len(syn["bdfs"]) or len(set(minors)) != len(
+            minors) or not all(isinstance(m, int) and not isinstance(m, bool) and 128 <= m < 1 << 20 for m in minors)):
+        raise ProfileError(f"profile {profile['name']}: kfd.synthetic.render_minors must list one distinct render minor "
+                           f"(>= 128) per GPU of kfd.synthetic.bdfs, not {minors!r}")
     gpus = []
     kfd_node = n_numa
     for idx, bdf in enumerate(syn["bdfs"]):
@@ -239,7 +245,8 @@ def _synthetic_gpus(profile, n_numa):
             "kfd_node": kfd_node,
             "bdf": bdf,
             "numa": syn["gpu_numa"][idx],
-            "minor": 128 + len(gpus),
+            # DRM registration order, 128 up; a profile may set them (KFD node order need not follow it)
+            "minor": minors[idx] if minors is not None else 128 + len(gpus),
             "device_id": syn["device_id"],
         })
         kfd_node += 1
@@ -494,8 +501,9 @@ def machine(profile_name):
     """The machine a profile describes, independent of any built tree: what hwloc must find in it.
 
     ``{"cpus", "threads_per_core", "packages": [cpulist], "numa": [cpulist], "l3": [cpulist],
-    "cores": [cpulist] (core index order), "memory_kib": [per NUMA node], "gpus": [{"bdf", "numa"}]}``;
-    a GPU's ``numa`` is -1 when the profile hides it (``numa_node_minus1``)."""
+    "cores": [cpulist] (core index order), "memory_kib": [per NUMA node], "gpus": [{"bdf", "numa", "minor"}]}``
+    in GPU (KFD node) order, ``minor`` its render minor; a GPU's ``numa`` is -1 when the profile hides it
+    (``numa_node_minus1``)."""
     profile = load_profile(profile_name)
     layout, gpus = _hardware(profile)
     vm = profile["faults"].get("numa_node_minus1", False)
@@ -507,7 +515,7 @@ def machine(profile_name):
         "packages": [cpulist(p) for p in layout.packages], "numa": [cpulist(n) for n in layout.numa],
         "l3": [cpulist(d) for d in layout.l3], "cores": [cpulist(cores[k]) for k in sorted(cores)],
         "memory_kib": _node_memory_kib(profile, len(layout.numa)),
-        "gpus": [{"bdf": g["bdf"], "numa": -1 if vm else g["numa"]} for g in gpus],
+        "gpus": [{"bdf": g["bdf"], "numa": -1 if vm else g["numa"], "minor": g["minor"]} for g in gpus],
     }
 
 
@@ -521,6 +529,9 @@ def build(profile_name, dest, force=False):
     layout, gpus = _hardware(profile)  # validates the profile before DEST is touched
     _cache_sizes(profile)
     _node_memory_kib(profile, len(layout.numa))
+    if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
+        _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
+                   profile["rdma"].get("link_layer", "Ethernet"))
     dest = os.path.abspath(dest)
     _prepare_dest(dest, force)
     _files_written[0] = 0
@@ -668,14 +679,74 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         nic_dir = os.path.realpath(os.path.join(links, nic["bdf"]))
         name = f"{rdma.get('name_prefix', 'mlx5_')}{k}"
         ib_dir = os.path.join(nic_dir, "infiniband", name)
-        os.makedirs(os.path.join(ib_dir, "ports", "1"))
+        port_dir = os.path.join(ib_dir, "ports", "1")
+        os.makedirs(port_dir)
         os.symlink(os.path.join("..", ".."), os.path.join(ib_dir, "device"))
-        _write(os.path.join(ib_dir, "node_guid"), f"b83f:d203:00{k:02x}:{0x1c2d + k:04x}\n")
-        _write(os.path.join(ib_dir, "ports", "1", "state"), "4: ACTIVE\n")
-        _write(os.path.join(ib_dir, "ports", "1", "link_layer"), rdma.get("link_layer", "Ethernet") + "\n")
+        guid = f"b83f:d203:00{k:02x}:{0x1c2d + k:04x}"
+        _write(os.path.join(ib_dir, "node_guid"), guid + "\n")
+        _write(os.path.join(port_dir, "state"), "4: ACTIVE\n")
+        layer = rdma.get("link_layer", "Ethernet")
+        _write(os.path.join(port_dir, "link_layer"), layer + "\n")
+        _write_gid_table(port_dir, _gid_table(profile, rdma, k, nic["bdf"], guid, layer))
         os.makedirs(ib, exist_ok=True)
         os.symlink(os.path.relpath(ib_dir, ib), os.path.join(ib, name))
     return gpu_dirs
+
+
+# GID tables of the simulated RDMA ports, as drivers/infiniband/core/sysfs.c shows them under ports/<n>: gids/<i> for
+# every table entry ("%pI6", the full 8-group form; an empty entry reads as all zeros), gid_attrs/types/<i>
+# ("IB/RoCE v1" | "RoCE v2", ib_cache_gid_type_str in drivers/infiniband/core/cache.c) and gid_attrs/ndevs/<i>
+# (the netdev). Reading types/ndevs of an empty entry fails with EINVAL on a real node; a file cannot, so empty
+# entries have none here. A RoCE port holds one RoCE v1 and one RoCE v2 entry per address of its netdev, link-local
+# first (tests/fixtures/acceptance/show_gids__connectx6-mlx5_0__ibm-spectrumscale-pr-4.txt); an InfiniBand port
+# holds its port GID (subnet prefix fe80::/64 + port GUID) at index 0.
+GID_TYPES = ("IB/RoCE v1", "RoCE v2")
+
+
+def _gid_table(profile, rdma, k, bdf, guid, layer):
+    """``[(gid text, type, netdev) or None]`` for one port: ``rdma.gid_table_len`` entries (default 16; mlx5 has
+    255, fewer keep trees small), filled from ``rdma.addresses`` (``link_local``, ``ipv4`` = 10.<k>.0.1 on NIC k,
+    or a literal address; default [link_local, ipv4])."""
+    size = rdma.get("gid_table_len", 16)
+    addresses = rdma.get("addresses", ["link_local", "ipv4"])
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1 or not isinstance(addresses, list):
+        raise ProfileError(f"profile {profile['name']}: rdma.gid_table_len must be a positive integer and "
+                           f"rdma.addresses a list, not {size!r} / {addresses!r}")
+    table = []
+    if layer == "InfiniBand":
+        table.append((ipaddress.IPv6Address("fe80::" + guid).exploded, GID_TYPES[0], None))
+    else:
+        mac = bytes([0xb8, 0x3f, 0xd2, k, 0x1c, 0x2d])
+        netdev = "enp%ds0np0" % pcie_tree.parse_bdf(bdf)[1]  # systemd's name for PCI bus <n> slot 0, port 0
+        for address in addresses:
+            if address == "link_local":  # modified EUI-64 from the MAC (RFC 4291 appendix A)
+                iid = bytes([mac[0] ^ 0x02]) + mac[1:3] + b"\xff\xfe" + mac[3:]
+                gid = ipaddress.IPv6Address(b"\xfe\x80" + bytes(6) + iid)
+            elif address == "ipv4":
+                gid = ipaddress.IPv6Address("::ffff:10.%d.0.1" % k)
+            else:
+                try:
+                    parsed = ipaddress.ip_address(str(address))
+                except ValueError as exc:
+                    raise ProfileError(f"profile {profile['name']}: rdma.addresses: {exc}") from exc
+                gid = ipaddress.IPv6Address("::ffff:%s" % parsed) if parsed.version == 4 else parsed
+            table.extend((gid.exploded, kind, netdev) for kind in GID_TYPES)
+    if len(table) > size:
+        raise ProfileError(f"profile {profile['name']}: rdma.addresses need {len(table)} GID entries, more than "
+                           f"rdma.gid_table_len {size}")
+    return table + [None] * (size - len(table))
+
+
+def _write_gid_table(port_dir, table):
+    for sub in ("gids", os.path.join("gid_attrs", "types"), os.path.join("gid_attrs", "ndevs")):
+        os.makedirs(os.path.join(port_dir, sub))
+    for index, entry in enumerate(table):
+        _write(os.path.join(port_dir, "gids", str(index)), (entry[0] if entry else ipaddress.IPv6Address(0).exploded)
+               + "\n")
+        if entry:
+            _write(os.path.join(port_dir, "gid_attrs", "types", str(index)), entry[1] + "\n")
+            if entry[2]:
+                _write(os.path.join(port_dir, "gid_attrs", "ndevs", str(index)), entry[2] + "\n")
 
 
 def _pci_device_dir(dest, bdf):

@@ -29,7 +29,7 @@ import re
 from .cpulist import CpulistError, format_cpulist, normalize, parse
 from .errors import TopotuneError
 from .grouping import GroupingError, group_gpus
-from .slurm_gres import render_gres
+from .slurm_gres import gres_positions, render_gres
 
 VISIBLE_ENVS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none")
 SCOPES = ("group", "rank")
@@ -63,8 +63,10 @@ DEFAULTS = {
     "gres": True,
     "gres_type": "",
     "node_name": "NODE",
-    # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is empty
+    # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is empty;
+    # each NIC's ports ({port, active, gid_index, gid_reason}) from pcie_health.launch_rdma_options
     "rdma_nics": {},
+    "rdma_ports": {},
     "rdma_reason": "no RDMA NIC affinity given",
     "header": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten.",
 }
@@ -141,11 +143,34 @@ def validate_options(options):
         _fail("rdma_nics", opts["rdma_nics"], "is not a mapping", "map GPU PCI slot to NIC name, e.g. {'0000:0c:00': 'mlx5_0'}")
     for slot, nic in opts["rdma_nics"].items():
         _check_value("rdma_nics[%s]" % slot, str(nic))
+    opts["rdma_ports"] = _rdma_ports(opts["rdma_ports"])
     opts["rdma_reason"] = " ".join(str(opts["rdma_reason"] or "").split())
     opts["membind"] = bool(opts["membind"])
     opts["gres"] = bool(opts["gres"])
     opts["header"] = " ".join(str(opts["header"]).split())
     return opts
+
+
+def _rdma_ports(value):
+    fix = "pass pcie_health.launch_rdma_options(sysroot)['rdma_ports']"
+    if not isinstance(value, dict):
+        _fail("rdma_ports", value, "is not a mapping of NIC name to its ports", fix)
+    out = {}
+    for nic, ports in value.items():
+        _check_value("rdma_ports[%s]" % nic, str(nic))
+        if not isinstance(ports, list) or not all(isinstance(q, dict) for q in ports):
+            _fail("rdma_ports[%s]" % nic, ports, "is not a list of ports", fix)
+        checked = []
+        for q in ports:
+            port, gid = q.get("port"), q.get("gid_index")
+            if isinstance(port, bool) or not isinstance(port, int) or port < 1 or (
+                    gid is not None and (isinstance(gid, bool) or not isinstance(gid, int) or gid < 0)):
+                _fail("rdma_ports[%s]" % nic, q, "has no port number >= 1 or a GID index that is not an integer >= 0",
+                      fix)
+            checked.append({"port": port, "active": bool(q.get("active")), "gid_index": gid,
+                            "gid_reason": " ".join(str(q.get("gid_reason") or "").split()) or None})
+        out[str(nic)] = checked
+    return out
 
 
 def _cpus(text):
@@ -323,9 +348,8 @@ def _dash(value):
 
 
 def gres_indices(p):
-    """GPU index -> its position in gres.conf (GPUs with a known render node, in index order)."""
-    listed = [g["index"] for g in p["gpus"] if isinstance(g.get("render_minor"), int)]
-    return {gpu: position for position, gpu in enumerate(listed)}
+    """GPU index -> its position in gres.conf, the GPU id Slurm hands a job (``slurm_gres.gres_positions``)."""
+    return gres_positions(p["gpus"], p["options"]["dev_dir"])
 
 
 def render_table(p):
@@ -371,12 +395,9 @@ def _slot(bdf):
     return str(bdf or "").rsplit(".", 1)[0]
 
 
-def rdma_hca(p, members):
-    """``(NCCL_IB_HCA value or None, why not)`` for a group: its GPUs' NICs in GPU order, unless the user set
-    NCCL_IB_HCA (extra_env wins) or a GPU of the group has no clear NIC."""
+def _group_nics(p, members):
+    """``(NICs of the group's GPUs in GPU order, None)`` or ``(None, why not)``."""
     opts = p["options"]
-    if "NCCL_IB_HCA" in opts["extra_env"]:
-        return None, "NCCL_IB_HCA set by launch_templates_extra_env"
     if not opts["rdma_nics"]:
         return None, opts["rdma_reason"] or "no RDMA NIC affinity"
     by_index = {g["index"]: g for g in p["gpus"]}
@@ -387,7 +408,64 @@ def rdma_hca(p, members):
             return None, "GPU %d has no NIC of its own below its PCIe switch" % gpu
         if nic not in names:
             names.append(nic)
-    return ",".join(names), None
+    return names, None
+
+
+def rdma_hca(p, members):
+    """``(NCCL_IB_HCA value or None, why not)`` for a group: ``=`` and its GPUs' NICs in GPU order, each with its
+    ACTIVE port(s) when the ports are known, unless the user set NCCL_IB_HCA (extra_env wins) or a GPU of the
+    group has no clear NIC, or a NIC no active port.
+
+    RCCL's NCCL_IB_HCA (ROCm/rccl src/transport/net_ib.cc ``ncclIbInit``, src/misc/utils.cc ``matchIf``): a
+    leading ``^`` excludes, then a leading ``=`` makes every entry an exact name, otherwise each entry is a prefix
+    (``mlx5_1`` also selects ``mlx5_10``..``mlx5_19``); ``:<port>`` limits an entry to that port. RCCL uses only
+    ACTIVE ports, and with no matching port at all it falls back to sockets."""
+    opts = p["options"]
+    if "NCCL_IB_HCA" in opts["extra_env"]:
+        return None, "NCCL_IB_HCA set by launch_templates_extra_env"
+    names, why = _group_nics(p, members)
+    if why:
+        return None, why
+    entries = []
+    for nic in names:
+        ports = opts["rdma_ports"].get(nic)
+        if not ports:
+            entries.append(nic)  # ports not read: the whole device, still by exact name
+            continue
+        active = [q for q in ports if q["active"]]
+        if not active:
+            return None, "%s has no ACTIVE port (sys/class/infiniband/%s/ports/*/state), so RCCL would not use it" % (
+                nic, nic)
+        entries.extend("%s:%d" % (nic, q["port"]) for q in active)
+    return "=" + ",".join(entries), None
+
+
+def rdma_gid_index(p, members):
+    """``(NCCL_IB_GID_INDEX or None, why not)`` for a group: the index of the RoCE v2 GID on the ports its
+    NCCL_IB_HCA names (``pcie_health.roce_v2_gid_index``), when they all have it at the same index. Never a
+    node-wide constant: the GID table is per port and follows the netdev's addresses. A user's value wins."""
+    opts = p["options"]
+    if "NCCL_IB_GID_INDEX" in opts["extra_env"]:
+        return None, "NCCL_IB_GID_INDEX set by launch_templates_extra_env"
+    hca, why = rdma_hca(p, members)
+    if not hca:
+        return None, "NCCL_IB_HCA is not set (%s), so the ports RCCL uses are not known" % why
+    found = {}
+    for nic in _group_nics(p, members)[0]:
+        ports = opts["rdma_ports"].get(nic)
+        if not ports:
+            return None, "the ports of %s were not read (sys/class/infiniband/%s/ports)" % (nic, nic)
+        for q in ports:
+            if not q["active"]:
+                continue
+            if q["gid_index"] is None:
+                return None, "%s %s" % (nic, q["gid_reason"] or "port %d: no RoCE v2 GID" % q["port"])
+            found["%s:%d" % (nic, q["port"])] = q["gid_index"]
+    if len(set(found.values())) > 1:
+        return None, ("the RoCE v2 GID is at different indices on these ports (%s): one NCCL_IB_GID_INDEX cannot name "
+                      "them all; RCCL >= 2.21 (ROCm 6.3) finds each itself" % ", ".join(
+                          "%s %d" % kv for kv in sorted(found.items())))
+    return next(iter(found.values())), None
 
 
 def render_env(p, size, group):
@@ -408,8 +486,11 @@ def render_env(p, size, group):
     env.append(("HSA_OVERRIDE_CPU_AFFINITY_DEBUG", "0"))
     hca, _unused = rdma_hca(p, members)
     if hca:
-        # RCCL reads NCCL_IB_HCA: the NICs below the group's own PCIe switches, in GPU order
+        # RCCL reads NCCL_IB_HCA: the NICs below the group's own PCIe switches, in GPU order, by exact name
         env.append(("NCCL_IB_HCA", hca))
+    gid, _unused = rdma_gid_index(p, members)
+    if gid is not None:
+        env.append(("NCCL_IB_GID_INDEX", str(gid)))
     env.extend(sorted(opts["extra_env"].items()))
     head = [
         "# " + opts["header"],
@@ -471,9 +552,18 @@ def render_readme(p, topology):
     ]
     if opts["gres"]:
         out.append("Slurm gres.conf fragment: %s/gres.conf" % opts["dest"])
-    hca, why = rdma_hca(p, [g["index"] for g in p["gpus"]])
+    every = [g["index"] for g in p["gpus"]]
+    hca, why = rdma_hca(p, every)
     out.append("RDMA: NCCL_IB_HCA in each group's env file = the NICs below its GPUs' PCIe switches (node: %s)" % hca
                if hca else "RDMA: NCCL_IB_HCA not set: %s" % why)
+    gid, why = rdma_gid_index(p, every)
+    if gid is not None:
+        out.append("RDMA: NCCL_IB_GID_INDEX in each group's env file = %d, the RoCE v2 GID of its NICs' ports "
+                   "(gid_attrs/types)" % gid)
+    else:
+        grouped = sorted({rdma_gid_index(p, members)[0] for size in p["sizes"] for members in size["groups"]} - {None})
+        out.append("RDMA: NCCL_IB_GID_INDEX not set node-wide: %s%s" % (why, "; the groups whose ports agree have it "
+                   "in their env files (%s)" % ", ".join(str(g) for g in grouped) if grouped else ""))
     if p["warnings"]:
         out += ["", "Warnings:"] + ["  - " + w for w in p["warnings"]]
     return "\n".join(out) + "\n"

@@ -36,8 +36,9 @@ options:
     description:
       - Root of the node's sysfs, read for the RDMA NICs and the PCIe switch each sits below
         (C(sys/class/infiniband/*/device)). When every GPU has exactly one NIC below its own PCIe switch or root
-        port, each group's env file gets C(NCCL_IB_HCA) = its GPUs' NICs in GPU order (RCCL reads it); otherwise
-        none is written and the README says why. A C(NCCL_IB_HCA) in O(extra_env) always wins.
+        port, each group's env file gets C(NCCL_IB_HCA) = C(=) and its GPUs' NICs in GPU order with their ACTIVE
+        ports (RCCL reads it), and C(NCCL_IB_GID_INDEX) = the index of those ports' RoCE v2 GID when they agree;
+        otherwise none is written and the README says why. A value in O(extra_env) always wins.
       - Set to an empty string to skip the NIC lookup.
     type: path
     default: /
@@ -118,7 +119,9 @@ options:
     type: str
     default: ""
   node_name:
-    description: Slurm node name in the C(slurm.conf) line of the gres.conf comments; default the short host name.
+    description:
+      - Slurm node name of the gres.conf lines (C(NodeName=<name> AutoDetect=off ...); slurmd skips lines of other
+        names) and of the C(slurm.conf) line in its comments; default the short host name.
     type: str
   header:
     description: First comment line of every file (the role passes C(ansible_managed)).

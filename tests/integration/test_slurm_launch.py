@@ -7,10 +7,15 @@
   GPUs 0-3 on the first, 4-7 on the second with ``cpu_binding: l3``): for each kind of request every rank reports
   its GPU, visible devices, allowed CPUs and memory policy, asserted against the model and Slurm's allocation.
 
+- The same under ``srun`` on ``mi300x-8gpu-2cpu-minors``, whose render minors run against GPU order (GPU 0 is
+  renderD135): the GPU id Slurm hands a step names the record whose ``File=`` is the rank's GPU, with link counts
+  and without any link data (``Links=`` then only keeps each GPU's position).
+
 Stand-in render nodes are character devices with /dev/null's numbers (1,3): slurmd only needs character devices,
 and the wrapper can open them, as ROCm would open the GPUs a job may use.
 """
 
+import copy
 import os
 import sys
 import time
@@ -33,17 +38,17 @@ BIND = "/usr/local/bin/topotune-bind"
 BOUND_PROBE = "TT_POLICY=$(numactl --show | sed -n 's/^policy: //p') /usr/local/bin/tt-probe"
 
 
-def _launch_files(node, options):
-    model = load_capture(sysroot=os.path.join(STATE_DIR, "sysroots", node.name))
+def _launch_files(node, options, model=None):
+    model = model or load_capture(sysroot=os.path.join(STATE_DIR, "sysroots", node.name))
     opts = {"dev_dir": "/dev", "node_name": node.name, "wrapper_content": WRAPPER}
     opts.update(options)
     result = render(model, opts)
     return model, {f["path"]: f["content"] for f in result["files"]}, result["plan"]
 
 
-def _configure(node, options):
+def _configure(node, options, model=None):
     """Install topotune's files in the node and start Slurm with its gres.conf, node line and socket parameter."""
-    model, files, plan = _launch_files(node, options)
+    model, files, plan = _launch_files(node, options, model)
     for path, content in files.items():
         node.write(path, content)
     node.sh("chmod 0755 %s" % BIND)
@@ -217,3 +222,44 @@ def test_gpus_the_device_cgroup_hides_renumber_the_rest(small):
     finally:
         node.run(["scancel", blocker])
         _stand_in_devices(node, 8)
+
+
+# --- render minors against GPU order -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def reversed_minors():
+    with SlurmNode("mi300x-8gpu-2cpu-minors") as node:
+        _stand_in_devices(node, 8)
+        yield node
+
+
+def _without_links(node):
+    model = copy.deepcopy(load_capture(sysroot=os.path.join(STATE_DIR, "sysroots", node.name)))
+    model["links"] = []
+    return model
+
+
+@pytest.mark.parametrize("links", ["xgmi counts", "no link data"])
+def test_step_gpu_ids_name_the_ranks_gpu_when_minors_run_against_gpu_order(reversed_minors, links):
+    node = reversed_minors
+    model = _without_links(node) if links == "no link data" else None
+    model, plan = _configure(node, {"cpu_binding": "l3", "gres_type": "mi300x", "sizes": [2, 4, 8]}, model)
+    gres = node.sh("cat /etc/slurm/gres.conf").stdout
+    assert all(line.startswith("NodeName=%s AutoDetect=off Name=gpu " % node.name)
+               for line in gres.splitlines() if line and not line.startswith("#"))
+    _assert_slurm_takes_the_generated_gres(node, plan, "mi300x", 2)
+    assert plan["gres"]["links_known"] is (links == "xgmi counts")
+    # the records slurmd keeps, in the order whose positions are the ids it hands out
+    files = [r["File"] for r in gres_records(node.slurmd("-G"))]
+    assert files == ["/dev/dri/renderD%d" % m for m in range(135, 127, -1)]
+    minor_of = {g["index"]: g["render_minor"] for g in model["gpus"]}
+    for request, want in ((("--gres=gpu:1",), [(0, [0])]), (("-n2", "--gres=gpu:2"), [(0, [0]), (4, [1])]),
+                          (("-n2", "--gpus-per-task=2"), [(0, [0]), (5, [1])])):
+        tasks, err = _ranks(node, *request)
+        seen = [_check_rank(t, plan) for t in tasks]
+        assert [(gpu, cpus) for gpu, cpus, _l3 in seen] == want, request
+        assert all(cpus == l3 for _gpu, cpus, l3 in seen) and "warning" not in err
+        for task, (gpu, _cpus, _l3) in zip(tasks, seen):
+            ids = [int(i) for i in task["SLURM_STEP_GPUS"].split(",")]
+            # the wrapper's GPU is the device of the record Slurm gave the task, not the one with that minor rank
+            assert "/dev/dri/renderD%d" % minor_of[gpu] in [files[i] for i in ids]

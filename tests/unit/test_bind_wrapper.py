@@ -109,6 +109,12 @@ SELECTION = [
     ({"LOCAL_RANK": "0", "ROCR_VISIBLE_DEVICES": "4,5,6,7", "HIP_VISIBLE_DEVICES": "3"}, "7", "7",
      "ROCR_VISIBLE_DEVICES=4,5,6,7 HIP_VISIBLE_DEVICES=3"),
     ({"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "2,3"}, "3", "2,3", "CUDA_VISIBLE_DEVICES=2,3"),
+    # HIP_VISIBLE_DEVICES, when set, is HIP's filter and CUDA_VISIBLE_DEVICES is not applied (ROCclr rocdevice.cpp)
+    ({"LOCAL_RANK": "0", "HIP_VISIBLE_DEVICES": "5", "CUDA_VISIBLE_DEVICES": "2,3"}, "5", "5", "HIP_VISIBLE_DEVICES=5"),
+    # GPU_DEVICE_ORDINAL is OpenCL's filter: a HIP program ignores it, so it selects nothing
+    ({"LOCAL_RANK": "1", "GPU_DEVICE_ORDINAL": "6,7"}, "1", "0,1,2,3,4,5,6,7", "the GPUs this process can open"),
+    ({"LOCAL_RANK": "0", "ROCR_VISIBLE_DEVICES": "4,5", "GPU_DEVICE_ORDINAL": "1"}, "4", "4,5",
+     "ROCR_VISIBLE_DEVICES=4,5"),
 ]
 
 
@@ -127,6 +133,17 @@ def test_group_scope_rank_scope_and_the_other_variables_are_unset(tmp_path):
     seen = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
     assert seen["HIP_VISIBLE_DEVICES"] == "3" and seen["TOPOTUNE_GPU"] == "3"
     assert not {"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"} & set(seen)
+
+
+def test_an_inherited_gpu_device_ordinal_never_reaches_the_program(mi250x):
+    """Slurm without Flags=amd_gpu_env sets GPU_DEVICE_ORDINAL to the step's indices (4,5); after the wrapper
+    renumbers the two visible GPUs 0,1 an OpenCL program would apply 4,5 to them and see none (ROCclr stops at the
+    first index past its devices), while HIP never reads it: it is unset, whatever the caller's selection."""
+    for env in ({"LOCAL_RANK": "0", "SLURM_STEP_GPUS": "4,5", "GPU_DEVICE_ORDINAL": "4,5"},
+                {"LOCAL_RANK": "0", "GPU_DEVICE_ORDINAL": "4,5"}):
+        proc = mi250x.run(["sh", "-c", "env"], env)
+        seen = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+        assert "GPU_DEVICE_ORDINAL" not in seen and "ROCR_VISIBLE_DEVICES" in seen
 
 
 def test_group_selection_inside_and_outside_the_step(mi250x):

@@ -116,6 +116,9 @@ RULES = [
     ("mscclpp-read-removed", "MSCCLPP_READ_ALLRED", "1", ctx(MI300X, rocm="7.14"), MI300X),
     ("rocr-visible-node-wide", "ROCR_VISIBLE_DEVICES", "0,1", MI300X, None),
     ("hip-visible-node-wide", "HIP_VISIBLE_DEVICES", "0,1,2,3", MI250, None),
+    ("ib-hca-prefix-match", "NCCL_IB_HCA", "mlx5_0,mlx5_1", MI300X, None),
+    ("gid-index-node-wide", "NCCL_IB_GID_INDEX", "3", MI300X, None),
+    ("device-ordinal-opencl-only", "GPU_DEVICE_ORDINAL", "0,1", MI300X, None),
 ]
 # Rules that read where the value comes from: the row's value is a profile's (default: an override).
 ORIGIN = {"scratch-reclaim-fixed-profile": "profile"}
@@ -133,6 +136,8 @@ QUIET_VALUES = [
     ("RCCL_LL128_FORCE_ENABLE", "0", MI300X),
     ("NCCL_ALGO", "Tree", MI250),
     ("NCCL_DEBUG", "INFO", MI250),
+    ("NCCL_IB_HCA", "=mlx5_0:1,mlx5_1:1", MI300X),
+    ("NCCL_IB_HCA", "^=mlx5_1,mlx5_4", MI300X),
 ]
 
 

@@ -178,6 +178,10 @@ def test_rendering_is_deterministic(topo):
     ({"reserved_cpus": "0-x"}, "reserved_cpus"),
     ({"gres_type": "mi300x:8"}, "gres_type"),
     ({"node_name": "a b"}, "node_name"),
+    ({"rdma_ports": ["mlx5_0"]}, "rdma_ports"),
+    ({"rdma_ports": {"mlx5_0": [{"port": 0}]}}, r"rdma_ports\[mlx5_0\]"),
+    ({"rdma_ports": {"mlx5_0": [{"port": 1, "gid_index": "3"}]}}, r"rdma_ports\[mlx5_0\]"),
+    ({"rdma_ports": {"mlx5 0": []}}, r"rdma_ports\[mlx5 0\]"),
 ])
 def test_bad_options_name_the_option(options, match):
     with pytest.raises(LaunchRenderError, match=match):

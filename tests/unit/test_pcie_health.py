@@ -91,7 +91,7 @@ def test_affinity_pairs_each_gpu_with_the_nic_on_its_switch(facts_of):
     aff = ph.nic_affinity(facts_of(GOOD))
     assert [(p["gpu"], p["nic"], p["level"]) for p in aff["pairs"]][:2] == [
         ("0000:0c:00.0", "mlx5_0", "switch"), ("0000:22:00.0", "mlx5_1", "switch")]
-    assert aff["nccl_ib_hca"] == ",".join("mlx5_%d" % k for k in range(8)) and aff["reason"] is None
+    assert aff["nccl_ib_hca"] == "=" + ",".join("mlx5_%d" % k for k in range(8)) and aff["reason"] is None
 
 
 def test_far_nic_gives_no_suggestion_and_says_why(facts_of):
@@ -289,23 +289,184 @@ def test_platform_checks_include_the_pcie_block(sim_tree):
     assert results["pci_acs"]["status"] == "fail" and results["gpu_pcie_speed_width"]["status"] == "pass"
 
 
-def test_launch_env_gets_each_groups_nics_unless_the_user_set_one(facts_of, sim_model):
-    aff = ph.nic_affinity(facts_of(GOOD))
-    nics = {p["gpu"].rsplit(".", 1)[0]: p["nic"] for p in aff["pairs"]}
-    files = {f["path"]: f["content"] for f in render(sim_model(GOOD), {"sizes": [4], "rdma_nics": nics})["files"]}
-    assert "NCCL_IB_HCA=mlx5_0,mlx5_1,mlx5_2,mlx5_3\n" in files["/etc/topotune/launch/size4-group0.env"]
-    assert "NCCL_IB_HCA=mlx5_4,mlx5_5,mlx5_6,mlx5_7\n" in files["/etc/topotune/launch/size4-group1.env"]
-    user = {f["path"]: f["content"] for f in render(sim_model(GOOD), {
-        "sizes": [4], "rdma_nics": nics, "extra_env": {"NCCL_IB_HCA": "mlx5_7"}})["files"]}
-    env = user["/etc/topotune/launch/size4-group0.env"]
-    assert env.count("NCCL_IB_HCA=") == 1 and "NCCL_IB_HCA=mlx5_7\n" in env
-    assert "NCCL_IB_HCA not set: NCCL_IB_HCA set by launch_templates_extra_env" in user["/etc/topotune/launch/README"]
+def _launch(sim_model, profile, options):
+    files = render(sim_model(profile), dict({"sizes": [4]}, **options))["files"]
+    return {f["path"].rsplit("/", 1)[1]: f["content"] for f in files}
+
+
+def _env(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_launch_env_gets_each_groups_nics_and_gid_unless_the_user_set_one(sim_tree, sim_model):
+    options = ph.launch_rdma_options(sim_tree(GOOD))
+    assert options["rdma_nics"]["0000:0c:00"] == "mlx5_0"
+    assert options["rdma_ports"]["mlx5_0"] == [{"port": 1, "active": True, "gid_index": 3, "gid_reason": None}]
+    files = _launch(sim_model, GOOD, options)
+    group0, group1 = _env(files["size4-group0.env"]), _env(files["size4-group1.env"])
+    assert group0["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1"
+    assert group1["NCCL_IB_HCA"] == "=mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+    assert group0["NCCL_IB_GID_INDEX"] == group1["NCCL_IB_GID_INDEX"] == "3"
+    assert "RDMA: NCCL_IB_GID_INDEX in each group's env file = 3, the RoCE v2 GID of its NICs' ports" in files["README"]
+    user = _launch(sim_model, GOOD, dict(options, extra_env={"NCCL_IB_HCA": "mlx5_7"}))
+    env = user["size4-group0.env"]
+    assert env.count("NCCL_IB_HCA=") == 1 and "NCCL_IB_HCA=mlx5_7\n" in env and "NCCL_IB_GID_INDEX" not in env
+    assert "NCCL_IB_HCA not set: NCCL_IB_HCA set by launch_templates_extra_env" in user["README"]
+    assert "NCCL_IB_GID_INDEX not set node-wide: NCCL_IB_HCA is not set (NCCL_IB_HCA set by" in user["README"]
+    gid = _launch(sim_model, GOOD, dict(options, extra_env={"NCCL_IB_GID_INDEX": "5"}))["size4-group0.env"]
+    assert gid.count("NCCL_IB_GID_INDEX=") == 1 and "NCCL_IB_GID_INDEX=5\n" in gid and "NCCL_IB_HCA==mlx5_0:1," in gid
+
+
+def _rccl_selects(value, devices):
+    """What RCCL's NCCL_IB_HCA filter keeps of ``devices`` (name, port): ncclIbInit and matchIfList/matchIf
+    (ROCm/rccl src/transport/net_ib.cc, src/misc/utils.cc): ^ excludes, then = compares whole names, otherwise
+    each entry is a prefix; :port limits an entry to a port."""
+    exclude = value.startswith("^")
+    value = value[1:] if exclude else value
+    exact = value.startswith("=")
+    value = value[1:] if exact else value
+    entries = [(e.partition(":")[0], int(e.partition(":")[2]) if e.partition(":")[2] else None)
+               for e in value.split(",") if e]
+
+    def match(name, port):
+        return any((name == ref if exact else name.startswith(ref)) and (want is None or want == port)
+                   for ref, want in entries)
+    return [(name, port) for name, port in devices if match(name, port) != exclude]
+
+
+def test_each_group_selects_exactly_its_nics_where_names_share_prefixes(sim_tree, sim_model):
+    """mlx5_1 as a prefix also selects mlx5_10..mlx5_19: on a node with 20 RDMA devices (two per NIC port and
+    storage NICs) only the exact names keep a group on its own NICs."""
+    options = ph.launch_rdma_options(sim_tree(GOOD))
+    devices = [("mlx5_%d" % k, 1) for k in range(20)]
+    files = _launch(sim_model, GOOD, options)
+    for group, nics in ((0, range(4)), (1, range(4, 8))):
+        value = _env(files["size4-group%d.env" % group])["NCCL_IB_HCA"]
+        assert _rccl_selects(value, devices) == [("mlx5_%d" % k, 1) for k in nics]
+    # the same list without =: group 0 would also take mlx5_10..mlx5_19, the other group's rails and the rest
+    loose = _rccl_selects(_env(files["size4-group0.env"])["NCCL_IB_HCA"].lstrip("="), devices)
+    assert [name for name, _port in loose] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"] + [
+        "mlx5_%d" % k for k in range(10, 20)]
+    # the nic_affinity suggestion (platform check observation) is exact as well
+    assert _rccl_selects(ph.nic_affinity(ph.gather(sim_tree(GOOD)))["nccl_ib_hca"], devices) == devices[:8]
+
+
+def test_groups_whose_ports_disagree_on_the_gid_index_get_none(sim_tree, sim_model):
+    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options["rdma_ports"]["mlx5_5"][0]["gid_index"] = 5  # another address before the IPv4 one on that netdev
+    files = _launch(sim_model, GOOD, options)
+    assert _env(files["size4-group0.env"])["NCCL_IB_GID_INDEX"] == "3"
+    assert "NCCL_IB_GID_INDEX" not in _env(files["size4-group1.env"])
+    assert ("NCCL_IB_GID_INDEX not set node-wide: the RoCE v2 GID is at different indices on these ports (mlx5_0:1 3, "
+            in files["README"])
+    assert "the groups whose ports agree have it in their env files (3)" in files["README"]
+
+
+def test_a_nic_without_an_active_port_gets_no_suggestion(sim_tree, sim_model):
+    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options["rdma_ports"]["mlx5_2"][0]["active"] = False
+    files = _launch(sim_model, GOOD, options)
+    assert "NCCL_IB_HCA" not in _env(files["size4-group0.env"]) and "NCCL_IB_GID_INDEX" not in _env(
+        files["size4-group0.env"])
+    assert _env(files["size4-group1.env"])["NCCL_IB_HCA"] == "=mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+    assert "NCCL_IB_HCA not set: mlx5_2 has no ACTIVE port (sys/class/infiniband/mlx5_2/ports/*/state)" in files[
+        "README"]
 
 
 def test_launch_readme_says_why_no_nic_is_set(facts_of, sim_model):
     aff = ph.nic_affinity(facts_of("fault-nic-far-numa"))
-    files = {f["path"]: f["content"] for f in render(sim_model(GOOD), {"sizes": [4], "rdma_reason": aff["reason"]})[
-        "files"]}
-    assert "NCCL_IB_HCA" not in files["/etc/topotune/launch/size4-group0.env"]
+    files = _launch(sim_model, GOOD, {"rdma_reason": aff["reason"]})
+    assert "NCCL_IB_HCA" not in files["size4-group0.env"] and "NCCL_IB_GID_INDEX" not in files["size4-group0.env"]
     assert ("RDMA: NCCL_IB_HCA not set: GPU(s) 0000:0c:00.0 have no NIC below their own PCIe switch or root port"
-            in files["/etc/topotune/launch/README"])
+            in files["README"])
+
+
+# --- RDMA ports and their GID tables --------------------------------------------------------------------------
+SHOW_GIDS = os.path.join(REPO, "tests", "fixtures", "acceptance", "show_gids__connectx6-mlx5_0__ibm-spectrumscale-pr-4.txt")
+
+
+def _gid_tree(root, rows, table_len=16, link_layer="Ethernet", state="4: ACTIVE"):
+    """sys/class/infiniband/<dev>/ports/<n> as drivers/infiniband/core/sysfs.c shows it, from (dev, port, index,
+    gid, version, netdev) rows: every table entry has gids/<i> (zeros when empty), filled ones types/ndevs."""
+    for dev, port, index, gid, version, netdev in rows:
+        pdir = root / "sys" / "class" / "infiniband" / dev / "ports" / str(port)
+        for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+            (pdir / sub).mkdir(parents=True, exist_ok=True)
+        (pdir / "state").write_text(state + "\n")
+        (pdir / "link_layer").write_text(link_layer + "\n")
+        for empty in range(table_len):
+            if not (pdir / "gids" / str(empty)).exists():
+                (pdir / "gids" / str(empty)).write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
+        (pdir / "gids" / str(index)).write_text(gid + "\n")
+        (pdir / "gid_attrs" / "types" / str(index)).write_text({"v1": "IB/RoCE v1", "v2": "RoCE v2"}[version] + "\n")
+        if netdev:
+            (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(netdev + "\n")
+    return str(root)
+
+
+def _show_gids_rows():
+    """The capture's table: DEV PORT INDEX GID [IPv4] VER DEV (the IPv4 column is empty for link-local GIDs)."""
+    with open(SHOW_GIDS, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    rows = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[2].isdigit():
+            rows.append((fields[0], int(fields[1]), int(fields[2]), fields[3], fields[-2], fields[-1]))
+    return rows
+
+
+def test_the_connectx6_capture_has_its_ipv4_roce_v2_gid_at_index_5_not_3(tmp_path):
+    """show_gids on a ConnectX-6 (tests/fixtures/acceptance/...source.md): index 3 is a link-local RoCE v2 GID, the
+    IPv4 one is 5, so AMD's node-wide NCCL_IB_GID_INDEX=3 would send from a link-local address there."""
+    rows = _show_gids_rows()
+    assert len(rows) == 6
+    [port] = ph.read_rdma_ports(_gid_tree(tmp_path, rows), "mlx5_0")
+    assert port["port"] == 1 and port["active"] and port["link_layer"] == "Ethernet" and len(port["gids"]) == 16
+    assert port["gids"][3]["type"] == "RoCE v2" and port["gids"][3]["gid"].startswith("fe80:")
+    assert ph.roce_v2_gid_index(port) == (5, None)
+
+
+def _port(entries, link_layer="Ethernet"):
+    return {"port": 1, "state": "4: ACTIVE", "active": True, "link_layer": link_layer,
+            "gids": [dict(zip(("index", "gid", "type", "ndev"), e)) for e in entries]}
+
+
+LINK_LOCAL = "fe80:0000:0000:0000:ba3f:d2ff:fe00:1c2d"
+IPV4 = "0000:0000:0000:0000:0000:ffff:0a00:0001"
+IPV6 = "fd00:0000:0000:0001:0000:0000:0000:0001"
+ZERO = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+@pytest.mark.parametrize("entries,link_layer,want,why", [
+    # the IPv4 RoCE v2 entry, as RCCL >= 2.21 picks it with NCCL_IB_ADDR_FAMILY=AF_INET
+    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0"), (2, IPV4, "IB/RoCE v1", "eth0"),
+      (3, IPV4, "RoCE v2", "eth0")], "Ethernet", 3, None),
+    # IPv4 before a global IPv6 address, whatever the table order
+    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0"), (5, IPV4, "RoCE v2", "eth0")], "Ethernet", 5,
+     None),
+    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0")], "Ethernet", 3, None),
+    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0")], "Ethernet", None,
+     "only link-local RoCE v2 GIDs (index 1)"),
+    ([(2, IPV4, "IB/RoCE v1", "eth0"), (3, IPV4, "RoCE v2", None), (4, ZERO, None, None)], "Ethernet", None,
+     "no RoCE v2 GID with a netdev"),
+    ([(0, "fe80:0000:0000:0000:b83f:d203:0000:1c2d", "IB/RoCE v1", None)], "InfiniBand", None, "is InfiniBand"),
+    ([], "Ethernet", None, "no GID table"),
+    ([(3, IPV4, "RoCE v2", "eth0")], None, None, "link layer unreadable"),
+])
+def test_roce_v2_gid_choice(entries, link_layer, want, why):
+    index, reason = ph.roce_v2_gid_index(_port(entries, link_layer))
+    assert index == want and (why is None) == (reason is None)
+    if why:
+        assert why in reason
+
+
+def test_the_simulated_ports_read_like_the_kernels(sim_tree):
+    [port] = ph.read_rdma_ports(sim_tree(GOOD), "mlx5_3")
+    assert (port["port"], port["state"], port["active"], port["link_layer"]) == (1, "4: ACTIVE", True, "Ethernet")
+    filled = [g for g in port["gids"] if g["type"]]
+    assert [(g["index"], g["type"]) for g in filled] == [(0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"),
+                                                        (3, "RoCE v2")]
+    assert {g["ndev"] for g in filled} == {"enp93s0np0"} and port["gids"][3]["gid"] == "0000:0000:0000:0000:0000:ffff:0a03:0001"
+    assert all(g["gid"] == ZERO and g["ndev"] is None for g in port["gids"][4:])
+    assert ph.read_rdma_ports(sim_tree(GOOD), "mlx5_99") == []

@@ -1,5 +1,7 @@
-"""gres.conf: logical core indices (never Linux CPU ids), socket alignment, Links from the xGMI model, Type, Flags."""
+"""gres.conf: logical core indices (never Linux CPU ids), socket alignment, Links from the xGMI model, Type, Flags,
+AutoDetect=off per node, and the GPU id order Slurm hands jobs."""
 
+import copy
 import os
 import sys
 
@@ -7,6 +9,7 @@ import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import parse
 from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
+from ansible_collections.topotune.instinct.plugins.module_utils.slurm_gres import record_order
 from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -24,8 +27,16 @@ def topo(sim_model):
 def _gres(model, options=None):
     result = render(model, dict(options or {}))
     text = next(f["content"] for f in result["files"] if f["path"].endswith("/gres.conf"))
-    lines = [dict(kv.split("=", 1) for kv in line.split()) for line in text.splitlines() if line.startswith("Name=")]
+    lines = [dict(kv.split("=", 1) for kv in line.split()) for line in text.splitlines()
+             if line and not line.startswith("#")]
     return text, lines, result
+
+
+def _table_gres(result):
+    """GPU index -> gres position, from the wrapper's table (``gpu INDEX GRES RENDER NUMA CPUS``)."""
+    table = next(f["content"] for f in result["files"] if f["path"].endswith("bind.table"))
+    rows = [line.split() for line in table.splitlines() if line.startswith("gpu ")]
+    return {int(row[1]): int(row[2]) for row in rows if row[2] != "-"}
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -79,7 +90,7 @@ def test_without_cpu_topology_cores_are_omitted_with_a_warning():
     model = load_capture(kfd=os.path.join(REPO, "tests", "fixtures", "kfd", "mi210-8gpu-2hive"))
     text, lines, result = _gres(model)
     assert lines and all("Cores" not in line for line in lines)
-    assert any("Cores= omitted" in w for w in result["warnings"]) and "NodeName=" not in text
+    assert any("Cores= omitted" in w for w in result["warnings"]) and "# slurm.conf node line" not in text
 
 
 def test_a_gpu_without_render_node_is_left_out_and_the_others_keep_their_positions(topo):
@@ -90,3 +101,77 @@ def test_a_gpu_without_render_node_is_left_out_and_the_others_keep_their_positio
     assert all(len(line["Links"].split(",")) == 7 for line in lines)
     table = next(f["content"] for f in result["files"] if f["path"].endswith("bind.table"))
     assert "gpu 2 - - 0 " in table and "gpu 3 2 131 0 " in table
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_line_is_this_nodes_with_autodetect_off(name, topo):
+    """gres.conf(5) AutoDetect: configured File/Cores/Links are checked against rsmi's devices, whose Links carry no
+    xGMI counts, and a mismatch drains the node; in-line AutoDetect takes effect only with NodeName."""
+    _text, lines, result = _gres(topo(name), {"node_name": "gpu01"})
+    assert lines and all(list(line)[:3] == ["NodeName", "AutoDetect", "Name"] for line in lines)
+    assert {(line["NodeName"], line["AutoDetect"], line["Name"]) for line in lines} == {("gpu01", "off", "gpu")}
+    assert not [w for w in result["warnings"] if "placeholder" in w]
+
+
+def test_the_placeholder_node_name_is_warned_about(topo):
+    _text, lines, result = _gres(topo("mi300x-8gpu-spx"))
+    assert {line["NodeName"] for line in lines} == {"NODE"}
+    assert any("NodeName=NODE is a placeholder: slurmd skips gres.conf lines of another node name" in w
+               for w in result["warnings"])
+
+
+def test_record_order_is_slurms_sort():
+    """_sort_gpu_by_file (strnatcmp, null last) then _sort_gpu_by_links_order (-1 position, null last), in
+    src/plugins/gres/gpu/gres_gpu.c of Slurm 22.05 and 24.11."""
+    records = [{"file": "/dev/dri/renderD130", "links": None}, {"file": "/dev/dri/renderD99", "links": None},
+               {"file": None, "links": None}, {"file": "/dev/dri/renderD1000", "links": "0,-1"},
+               {"file": "/dev/dri/renderD128", "links": "-1,0"}]
+    assert [r["file"] for r in record_order(records)] == [
+        "/dev/dri/renderD128", "/dev/dri/renderD1000",   # by the -1 position first
+        "/dev/dri/renderD99", "/dev/dri/renderD130",     # no Links: natural File order (99 < 130, not "1" < "9")
+        None]
+
+
+def _variants(model):
+    """The model as read, with render minors reversed, and with no link data: what Slurm's sort must not move."""
+    shuffled = copy.deepcopy(model)
+    minors = [g["render_minor"] for g in shuffled["gpus"]]
+    for gpu, minor in zip(shuffled["gpus"], reversed(minors)):
+        gpu["render_minor"] = minor
+    unlinked = copy.deepcopy(shuffled)
+    unlinked["links"] = []
+    return {"as read": model, "minors reversed": shuffled, "minors reversed, no links": unlinked}
+
+
+@pytest.mark.parametrize("name", ["mi300x-8gpu-spx", "mi250x-8gcd", "mi210-8gpu-2hive", "mi300x-8gpu-2cpu-minors"])
+def test_slurm_keeps_the_line_order_so_step_gpu_ids_name_the_tables_gpus(name, topo):
+    for variant, model in _variants(topo(name)).items():
+        _text, lines, result = _gres(model)
+        records = [{"file": line["File"], "links": line["Links"]} for line in lines]
+        assert record_order(records) == records, variant
+        # the id Slurm gives the record at position k is k; the table maps it to the GPU whose file that line has
+        by_minor = {g["render_minor"]: g["index"] for g in model["gpus"]}
+        gres = _table_gres(result)
+        for position, line in enumerate(lines):
+            gpu = by_minor[int(line["File"].rsplit("renderD", 1)[1])]
+            assert gres[gpu] == position, variant
+        # lines in GPU (ROCm) order, so Slurm's own ROCR_VISIBLE_DEVICES indices are ROCm's too
+        assert sorted(gres, key=gres.get) == sorted(gres), variant
+
+
+def test_without_link_data_links_keep_only_each_gpus_position(topo):
+    model = copy.deepcopy(topo("mi300x-8gpu-spx"))
+    model["links"] = []
+    text, lines, result = _gres(model)
+    assert [line["Links"] for line in lines][:3] == ["-1,0,0,0,0,0,0,0", "0,-1,0,0,0,0,0,0", "0,0,-1,0,0,0,0,0"]
+    assert "# Links= has no link counts" in text and result["plan"]["gres"]["links_known"] is False
+    assert topo("mi300x-8gpu-spx")["links"] and _gres(topo("mi300x-8gpu-spx"))[2]["plan"]["gres"]["links_known"]
+
+
+def test_render_minors_out_of_gpu_order_keep_gpu_order(topo):
+    text, lines, result = _gres(topo("mi300x-8gpu-2cpu-minors"), {"cpu_binding": "l3"})
+    assert [line["File"] for line in lines] == ["/dev/dri/renderD%d" % m for m in range(135, 127, -1)]
+    assert [line["Cores"] for line in lines] == ["0"] * 4 + ["1"] * 4   # GPUs 0-3 on CPU 0's L3, 4-7 on CPU 1's
+    assert _table_gres(result) == {g: g for g in range(8)}
+    table = next(f["content"] for f in result["files"] if f["path"].endswith("bind.table"))
+    assert "gpu 0 0 135 0 0\n" in table and "gpu 7 7 128 0 1\n" in table

@@ -67,8 +67,12 @@ def test_env_files_per_profile(host):
 
 def test_gres_fragment(host):
     gres = host.file("/etc/topotune/launch/gres.conf").content_string
-    lines = [line for line in gres.splitlines() if line.startswith("Name=gpu")]
+    lines = [line for line in gres.splitlines() if line and not line.startswith("#")]
     assert len(lines) == 8
+    # this node's lines, AutoDetect off (slurmd would drop GPUs whose Links differ from rsmi's)
+    prefix = "NodeName=%s AutoDetect=off " % host.check_output("hostname -s")
+    assert all(line.startswith(prefix) for line in lines)
+    lines = [line[len(prefix):] for line in lines]
     if _profile(host) == "fault-numa-minus1":
         assert all("Cores=" not in line for line in lines)
     elif _profile(host) == "mi250x-8gcd":
