@@ -42,7 +42,7 @@ package) lstopo's own ``Core L#`` differs from Slurm's numbering; the model foll
 import os
 
 from .cpulist import CpulistError, format_cpulist, parse, parse_mask
-from .sysroot import join, list_dir, read_int, read_text
+from .sysroot import join, list_dir, read_text
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -62,12 +62,25 @@ CGROUP_MOUNTS = (("sys/fs/cgroup/cpuset.cpus.effective", "cgroup2", "/sys/fs/cgr
                  ("dev/cpuset/cpus", "cpuset", "/dev/cpuset"))
 
 
-def _read_set(path, is_mask, problems):
+def _text(path):
+    """The file's text up to a NUL (a file copied by hwloc-gather-topology ends in one; hwloc's parsers stop
+    there), or None."""
     text = read_text(path, None)
+    return None if text is None else text.split("\x00", 1)[0].strip()
+
+
+def _int(path):
+    text = _text(path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _read_set(path, is_mask, problems):
+    text = _text(path)
     if text is None:
         return None
-    # a file copied by hwloc-gather-topology ends in a NUL, which hwloc's parsers stop at
-    text = text.split("\x00", 1)[0]
     try:
         return frozenset(parse_mask(text) if is_mask else parse(text))
     except CpulistError as err:
@@ -92,7 +105,7 @@ def _cpu_dirs(base):
 
 def _online(base, present, warnings):
     """The online CPUs among ``present`` (the cpuN directories), as hwloc decides it."""
-    text = read_text(os.path.join(base, "online"), None)
+    text = _text(os.path.join(base, "online"))
     if text is not None:
         try:
             online = set(parse(text))
@@ -104,7 +117,7 @@ def _online(base, present, warnings):
                         "taken as online, as hwloc does" % base)
     result = []
     for cpu in present:
-        state = read_text(os.path.join(base, "cpu%d" % cpu, "online"), None)
+        state = _text(os.path.join(base, "cpu%d" % cpu, "online"))
         if state is None or not state[:1].isdigit() or int(state.split()[0]) != 0:
             result.append(cpu)
     return result
@@ -112,7 +125,7 @@ def _online(base, present, warnings):
 
 def _amd_compute_units(sysroot):
     """AMD family 15h/16h (Bulldozer .. Jaguar): hwloc checks whether the two threads of a compute unit are cores."""
-    text = read_text(join(sysroot, "proc/cpuinfo"), None) or ""
+    text = _text(join(sysroot, "proc/cpuinfo")) or ""
     vendor = family = None
     for line in text.split("\n\n", 1)[0].splitlines():
         key, _sep, value = line.partition(":")
@@ -129,13 +142,13 @@ def _cgroup_mount(sysroot):
     for probe, kind, mount in CGROUP_MOUNTS:
         if os.access(join(sysroot, probe), os.R_OK):
             return kind, mount
-    for line in (read_text(join(sysroot, "proc/mounts"), None) or "").splitlines():
+    for line in (_text(join(sysroot, "proc/mounts")) or "").splitlines():
         fields = line.split()
         if len(fields) < 4:
             continue
         mount, fstype, options = fields[1], fields[2], fields[3].split(",")
         if fstype == "cgroup2":
-            controllers = (read_text(join(sysroot, mount + "/cgroup.controllers"), None) or "").split()
+            controllers = (_text(join(sysroot, mount + "/cgroup.controllers")) or "").split()
             if "cpuset" in controllers:
                 return "cgroup2", mount
         elif fstype == "cpuset":
@@ -146,10 +159,10 @@ def _cgroup_mount(sysroot):
 
 
 def _cgroup_name(sysroot):
-    name = read_text(join(sysroot, "proc/self/cpuset"), None)
+    name = _text(join(sysroot, "proc/self/cpuset"))
     if name:
         return name.splitlines()[0]
-    for line in (read_text(join(sysroot, "proc/self/cgroup"), None) or "").splitlines():
+    for line in (_text(join(sysroot, "proc/self/cgroup")) or "").splitlines():
         _hier, _sep, rest = line.partition(":")
         if rest.startswith("cpuset:"):
             return rest[len("cpuset:"):]
@@ -188,7 +201,7 @@ def _numa(sysroot, numa_cpus, pus, warnings):
                 continue
         return found, sorted(found.items())
     nodes = None
-    text = read_text(os.path.join(base, "online"), None)
+    text = _text(os.path.join(base, "online"))
     if text is not None:
         try:
             nodes = parse(text)
@@ -225,10 +238,11 @@ def _numa(sysroot, numa_cpus, pus, warnings):
 
 
 def _initiators(base, node):
+    """The nodes listed in ``node<N>/access1/initiators`` (else ``access0``: Linux 5.10+ HMAT), or None."""
     for access in ("access1", "access0"):
-        entries = list_dir(os.path.join(base, "node%d" % node, access, "initiators"))
-        if entries:
-            return [int(n[4:]) for n in entries if n.startswith("node") and n[4:].isdigit()]
+        path = os.path.join(base, "node%d" % node, access, "initiators")
+        if os.path.isdir(path):
+            return [int(n[4:]) for n in list_dir(path) if n.startswith("node") and n[4:].isdigit()]
     return None
 
 
@@ -236,7 +250,7 @@ def _distances(base, nodes):
     """``{(i, j): distance}`` from ``node<N>/distance`` (SLIT), or None when a row is missing or short."""
     table = {}
     for i in nodes:
-        words = (read_text(os.path.join(base, "node%d" % i, "distance"), None) or "").split()
+        words = (_text(os.path.join(base, "node%d" % i, "distance")) or "").split()
         if len(words) < len(nodes) or not all(w.isdigit() for w in words[:len(nodes)]):
             return None
         for j, word in zip(nodes, words):
@@ -296,15 +310,15 @@ def _read_cpus(base, pus, amd_cu, warnings):
             core &= pus
             if len(core) > 1 and thread_is_core is None:
                 sibling = min(c for c in core if c != cpu)
-                mine = read_int(os.path.join(topo, "core_id"), None)
-                theirs = read_int(os.path.join(base, "cpu%d" % sibling, "topology", "core_id"), None)
+                mine = _int(os.path.join(topo, "core_id"))
+                theirs = _int(os.path.join(base, "cpu%d" % sibling, "topology", "core_id"))
                 thread_is_core = mine != theirs
             if not _first(core, cpu):
                 not_first = True
             if not not_first or thread_is_core:
                 core = frozenset([cpu]) if thread_is_core else core
-                containers.add(core, "core")
-                cores.append(core)
+                if containers.add(core, "core"):
+                    cores.append(core)
         cluster = die = None
         if not not_first:
             cluster = _set_file(topo, CLUSTER_FILES, problems)
@@ -322,18 +336,17 @@ def _read_cpus(base, pus, amd_cu, warnings):
                     die = None
                 elif not _first(die, cpu):
                     die, not_first = None, True
-        package = _set_file(topo, PACKAGE_FILES, problems) if not not_first or no_package_files else None
-        if package is None and (not not_first or no_package_files):
-            # neither mask nor list: the CPUs of one physical_package_id make a package (hwloc would make none)
-            pkg_id = read_int(os.path.join(topo, "physical_package_id"), None)
-            if pkg_id is not None:
+        if not not_first or no_package_files:
+            package = _set_file(topo, PACKAGE_FILES, problems)
+            pkg_id = _int(os.path.join(topo, "physical_package_id"))
+            if package is None and pkg_id is not None:
+                # neither mask nor list: the CPUs of one physical_package_id make a package (hwloc makes none)
                 no_package_files = True
                 by_package_id.setdefault(pkg_id, []).append(cpu)
-        elif package is not None:
-            package &= pus
-            if _first(package, cpu) and containers.add(package, "package"):
-                pkg_id = read_int(os.path.join(topo, "physical_package_id"), None)
-                packages.append((pkg_id if pkg_id is not None and pkg_id >= 0 else None, package))
+            elif package is not None:
+                package &= pus
+                if _first(package, cpu) and containers.add(package, "package"):
+                    packages.append((pkg_id if pkg_id is not None and pkg_id >= 0 else None, package))
         for cpus, kind in ((cluster, "cluster"), (die, "die")):
             if cpus:
                 containers.add(cpus, kind)
@@ -369,9 +382,9 @@ def _read_caches(cache_dir, cpu, core, pus, containers, l3, problems):
     has_l3 = False
     for name in sorted(names, key=lambda n: int(n[5:])):
         entry = os.path.join(cache_dir, name)
-        if read_int(os.path.join(entry, "level"), None) != 3:
+        if _int(os.path.join(entry, "level")) != 3:
             continue
-        kind = (read_text(os.path.join(entry, "type"), None) or "Unified").split()[0]
+        kind = (_text(os.path.join(entry, "type")) or "Unified").split()[0]
         if kind.startswith("Instruction"):
             continue
         has_l3 = True
@@ -418,6 +431,16 @@ def read_cpu_topology(sysroot="/", numa_cpus=None):
     for kind, cpus, other_kind, other in containers.dropped[:5]:
         warnings.append("%s %s crosses %s %s: left out, as hwloc does" % (kind, format_cpulist(cpus), other_kind,
                                                                            format_cpulist(other)))
+    in_package = set().union(*(cpus for _pkg, cpus in packages))
+    if in_package != pus:
+        warnings.append("CPUs %s belong to no package (their package_cpus or core_siblings mask names another "
+                        "first CPU, or none is readable): slurmd counts sockets by package and numbers only the cores "
+                        "inside one" % format_cpulist(pus - in_package))
+    if max(pus) >= len(pus):
+        # xcpuinfo_hwloc_topo_get skips a CPU whose id is not below the CPU count when it builds the block map
+        warnings.append("CPU ids go up to %d with %d CPUs (offline CPUs or sparse ids): slurmd's block map "
+                        "(xcpuinfo_hwloc_topo_get) leaves out CPUs %s, so Slurm binds the cores holding them to other "
+                        "CPUs" % (max(pus), len(pus), format_cpulist(c for c in pus if c >= len(pus))))
     in_core = set().union(*cores)
     if in_core != pus:
         warnings.append("CPUs %s belong to no core (no readable core_cpus or thread_siblings): left out of the "
@@ -471,7 +494,7 @@ def read_cpu_topology(sysroot="/", numa_cpus=None):
     if len(hybrid) == 2:
         warnings.append("hybrid Intel CPU (sys/devices/cpu_core, cpu_atom): unless SlurmdParameters=allow_ecores, "
                         "slurmd numbers the P-cores only (CPUs %s); core indices here count every core"
-                        % (read_text(join(sysroot, "sys/devices/cpu_core/cpus"), "") or "?"))
+                        % (_text(join(sysroot, "sys/devices/cpu_core/cpus")) or "?"))
     model = {
         "source": "sysfs",
         "cpus": len(pus),

@@ -230,7 +230,7 @@ def compare(model, hw, slurm, root):
     assert cpus(model["allowed_cpus"]) == hw.allowed & hw.cpuset
     assert cpus(model["offline_cpus"]) <= hw.complete - hw.cpuset
     # what gres.conf Cores= is made of: the cores of each NUMA node and package, by slurmd's numbering
-    for node, cpuset in with_cpus.items():
+    for cpuset in list(with_cpus.values()) + [cpuset for _index, cpuset in hw.packages]:
         if cpuset:
             assert cpus(logical_cores(model, ",".join(str(c) for c in sorted(cpuset)))) == core_set(cpuset)
 
@@ -289,6 +289,7 @@ def test_cgroup_restricted_view_is_the_whole_machine(tree):
     assert model["offline_cpus"] == "4"
     assert any("cgroup cpuset" in w and "/dev/cpuset/dummy/cpus" in w and "0-3,5-6,12-15" in w for w in warnings)
     assert any("CPUs 4 are offline" in w for w in warnings)
+    assert any("leaves out CPUs 15" in w for w in warnings)
     # without --disallowed hwloc would hide CPUs 7-11: the numbering slurmd uses is the whole machine's
     assert len(hw.cores) == 15 and hw.allowed & hw.cpuset == cpus("0-3,5-6,12-15")
 
@@ -342,6 +343,9 @@ def test_offline_cpu0_and_cpuless_node0(tree):
     assert [n["node"] for n in model["numa_nodes"]] == [1]
     assert model["l3"][0]["numa_node"] is None and model["l3"][1]["numa_node"] == 1
     assert any("offline" in w and "shift" in w for w in warnings)
+    # slurmd 22.05's block map skips CPUs whose id is not below the CPU count (its Block Map on this tree:
+    # 4,6,8,10,12,14,16,7,8,5,7,9,11,13,15,15,16): the model says so
+    assert any("leaves out CPUs 17-20" in w for w in warnings)
 
 
 def test_sparse_node_ids(tree):
@@ -351,6 +355,30 @@ def test_sparse_node_ids(tree):
     assert [n["node"] for n in model["numa_nodes"]] == [0, 1, 2, 33, 34, 45, 72, 73]
     assert [d["numa_node"] for d in model["l3"]] == [0, 1, 2, 33, 34, 45, 72, 73]
     assert [n["cores"] for n in model["numa_nodes"]][3] == "18-23"
+
+
+@pytest.mark.parametrize("own_core_ids", [True, False])
+def test_amd_compute_unit_threads_are_cores(derived, own_core_ids):
+    """AMD family 15h (Bulldozer): the two threads of a compute unit are siblings in sysfs but each has its own
+    core_id, and hwloc (look_sysfscpu, is_amd_with_CU) makes each a core; with equal core_ids they are one core.
+    Derived from the 16em64t tree with /proc/cpuinfo saying AuthenticAMD family 21; hwloc-nofile-info tells hwloc
+    the tree is x86 (on the machine itself hwloc knows, and only x86 kernels print vendor_id)."""
+    root = derived("16em64t-4s2c2t")
+    with open(os.path.join(root, "proc/hwloc-nofile-info"), "w", encoding="ascii") as fh:
+        fh.write("Architecture: x86_64\n")
+    with open(os.path.join(root, "proc/cpuinfo"), encoding="latin-1") as fh:
+        text = fh.read().replace("GenuineIntel", "AuthenticAMD")
+    with open(os.path.join(root, "proc/cpuinfo"), "w", encoding="latin-1") as fh:
+        fh.write("\n".join("cpu family\t: 21" if line.startswith("cpu family") else line
+                           for line in text.splitlines()) + "\n")
+    if own_core_ids:
+        for cpu in range(16):
+            with open(os.path.join(root, "sys/devices/system/cpu/cpu%d/topology/core_id" % cpu), "w",
+                      encoding="ascii") as fh:
+                fh.write("%d\n" % cpu)
+    model, _warnings = read_cpu_topology(root)
+    compare(model, Hwloc(lstopo(root)), Hwloc(lstopo(root, options=SLURM_FILTERS)), root)
+    assert len(model["cores"]) == (16 if own_core_ids else 8)
 
 
 # ---------------------------------------------------------------------------------------- degraded inputs
