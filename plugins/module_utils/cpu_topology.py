@@ -6,43 +6,51 @@ Public API (standard library only, Python 3.8+):
     ``sys/devices/system/cpu``, relative to the sysroot.
 ``read_cpu_topology(sysroot="/", numa_cpus=None)``
     ``(model, warnings)``. ``model`` is ``None`` when the sysroot holds no per-CPU ``topology/`` directories
-    (a capture without sysfs, a container hiding them), else::
+    (a capture without sysfs, a container hiding them) or no core sets in them, else::
 
         {"source": "sysfs", "cpus": 384, "threads_per_core": 2,
          "packages": [{"id": 0, "cpus": "0-95,192-287", "cores": "0-95"}, ...],
          "cores": ["0,192", "1,193", ...],          # CPU list of each core, index = logical core index
          "l3": [{"cpus": "0-7,192-199", "cores": "0-7", "numa_node": 0, "package": 0}, ...] or [],
          "numa_nodes": [{"node": 0, "cpus": "0-47,192-239", "cores": "0-47"}, ...] or [],
-         "allowed_cpus": "0-383",                   # what the reading process's cgroup cpuset allows
+         "allowed_cpus": "0-383",                   # what this process's cgroup cpuset allows
          "offline_cpus": ""}                        # cpuN directories that are offline (not in the model)
 
-    ``numa_cpus`` (``{node: cpulist}``) is used for the NUMA nodes only when the sysroot has no
-    ``sys/devices/system/node`` (a capture that gives them otherwise); the sysfs files are read as hwloc reads them.
+    ``packages``, ``l3`` are in logical order; ``numa_nodes`` in node order, each with its own CPUs
+    (``node<N>/cpumap``; empty for a CPU-less node); a package ``id`` is ``physical_package_id`` (None when
+    unreadable or -1). ``numa_cpus`` (``{node: cpulist}``) is used only when the sysroot has no
+    ``sys/devices/system/node`` (a capture that gives the NUMA nodes otherwise).
 ``logical_cores(model, cpus)``
     The logical core indices (range form, ``"0-15"``) of the cores holding any of ``cpus``.
 
-What is read is what hwloc's Linux backend reads (``hwloc/topology-linux.c``, ``look_sysfscpu``,
-``look_sysfsnode``, ``hwloc_linux__get_allowed_resources``), so that the model is the machine hwloc, hence Slurm,
+The files are read as hwloc's Linux backend reads them (``hwloc/topology-linux.c``: ``look_sysfscpu``,
+``look_sysfsnode``, ``hwloc_linux__get_allowed_resources``), so that the model is the machine hwloc, and so Slurm,
 finds: the CPUs are the ``cpuN`` directories that are online (``cpu/online``, else each ``cpuN/online``, a CPU
-without one being online) and have a ``topology/`` directory; sets are the kernel masks (``core_cpus``, else the
-older ``thread_siblings``; ``cluster_cpus``; ``die_cpus``; ``package_cpus``, else ``core_siblings``; cache
+without one being online) and have a ``topology/``; the sets are the kernel masks (``core_cpus``, else the older
+``thread_siblings``; ``cluster_cpus``; ``die_cpus``; ``package_cpus``, else ``core_siblings``; the L3's
 ``shared_cpu_map``; ``node<N>/cpumap``), the ``*_list`` files standing in where a mask is missing, each set
-restricted to those CPUs and taken from its first CPU. docs/topology.md has the file-by-file table.
+restricted to those CPUs and taken from its first CPU's file; a set that would cross an earlier one is dropped.
+AMD family 15h/16h threads with their own ``core_id`` are cores (hwloc's compute-unit rule). The restricted view
+of a cgroup cpuset changes nothing but ``allowed_cpus``: slurmd loads the whole machine (``WHOLE_SYSTEM``).
+docs/topology.md has the file-by-file table.
 
-Logical core order is Slurm's: slurmd numbers gres.conf ``Cores=`` with its abstract core ids
-(``src/slurmd/common/xcpuinfo.c``: ``xcpuinfo_abs_to_mac`` through the block map of
-``xcpuinfo_hwloc_topo_get``), the depth-first order of hwloc's objects in the topology slurmd loads
-(``xcpuinfo_hwloc_topo_load``: the whole system, L1, L2, L4, L5 caches and Misc filtered out). So cores are
-ordered by first CPU at every level that remains: package > die > cluster > NUMA node > L3 > (instruction caches)
+Logical core order is slurmd's: it numbers gres.conf ``Cores=`` with abstract core ids (``src/slurmd/common/
+xcpuinfo.c``: ``xcpuinfo_abs_to_mac`` through the block map of ``xcpuinfo_hwloc_topo_get``), the depth-first
+order of the cores in the hwloc topology it loads (``xcpuinfo_hwloc_topo_load``: hwloc's defaults, which keep no
+instruction cache and no I/O, with L1, L2, L4, L5 caches and Misc filtered out). So cores are ordered by first
+CPU at every level that remains: package > die > cluster > NUMA node (or the CPUs hwloc gives a CPU-less one) > L3
 > core. On Linux the first threads of all cores usually come first (``0-95``) and their SMT siblings after
 (``192-287``), so a core index is not a CPU id on SMT hosts. Where a shared L2 groups cores (two Core 2 dies per
-package) lstopo's own ``Core L#`` differs from Slurm's numbering; the model follows Slurm.
+package) lstopo's own ``Core L#`` differs from slurmd's numbering; the model follows slurmd. Not modelled: Groups
+hwloc makes from NUMA distances (none reorders cores on the machines of hwloc's test suite) and Intel E-cores,
+which slurmd drops unless ``SlurmdParameters=allow_ecores`` (a warning says so).
 """
 
+import itertools
 import os
 
 from .cpulist import CpulistError, format_cpulist, parse, parse_mask
-from .sysroot import join, list_dir, read_text
+from .sysroot import SysrootError, join, list_dir, read_text
 
 CPU_DIR = "sys/devices/system/cpu"
 NODE_DIR = "sys/devices/system/node"
@@ -56,7 +64,8 @@ PACKAGE_FILES = (("package_cpus", "package_cpus_list"), ("core_siblings", "core_
 # s390 only: hwloc reads them there and makes Groups of them
 BOOK_FILES = (("book_siblings", "book_siblings_list"),)
 DRAWER_FILES = (("drawer_siblings", "drawer_siblings_list"),)
-# cgroup cpuset views hwloc checks first (hwloc_find_linux_cgroup_mntpnt), then /proc/mounts
+# cgroup cpuset mounts hwloc (hwloc_find_linux_cgroup_mntpnt) tries before /proc/mounts since 2.10 (2.9 reads
+# /proc/mounts only; on a node both find the same mount)
 CGROUP_MOUNTS = (("sys/fs/cgroup/cpuset.cpus.effective", "cgroup2", "/sys/fs/cgroup"),
                  ("sys/fs/cgroup/cpuset/cpuset.cpus", "cgroup1", "/sys/fs/cgroup/cpuset"),
                  ("dev/cpuset/cpus", "cpuset", "/dev/cpuset"))
@@ -117,8 +126,10 @@ def _online(base, present, warnings):
                         "taken as online, as hwloc does" % base)
     result = []
     for cpu in present:
+        # hwloc: atoi() of the file, a CPU without one (cpu0 is often not hotpluggable) is online
         state = _text(os.path.join(base, "cpu%d" % cpu, "online"))
-        if state is None or not state[:1].isdigit() or int(state.split()[0]) != 0:
+        digits = "".join(itertools.takewhile(str.isdigit, state or ""))
+        if state is None or not digits or int(digits) != 0:
             result.append(cpu)
     return result
 
@@ -172,14 +183,19 @@ def _cgroup_name(sysroot):
 
 
 def _allowed(sysroot, problems):
-    """``(CPUs the reading process's cgroup cpuset allows or None, the file read)``, as hwloc reads them."""
-    kind, mount = _cgroup_mount(sysroot)
-    name = _cgroup_name(sysroot) if kind else None
-    if not name:
+    """``(CPUs the reading process's cgroup cpuset allows or None, the file read)``, as hwloc reads them: the
+    cpuset controller's mount, the process's cgroup (``/proc/self/cpuset``, else ``/proc/self/cgroup``), its
+    ``cpuset.cpus.effective`` (cgroup v2), ``cpuset.cpus`` (v1) or ``cpus`` (the old cpuset fs). None when
+    unreadable (a cgroup namespace shows ``/../..`` paths), as hwloc then allows every CPU."""
+    try:
+        kind, mount = _cgroup_mount(sysroot)
+        name = _cgroup_name(sysroot) if kind else None
+        if not name:
+            return None, None
+        leaf = {"cgroup2": "cpuset.cpus.effective", "cgroup1": "cpuset.cpus", "cpuset": "cpus"}[kind]
+        path = join(sysroot, "/".join(p for p in (mount.strip("/"), name.strip("/"), leaf) if p))
+    except SysrootError:
         return None, None
-    leaf = {"cgroup2": "cpuset.cpus.effective", "cgroup1": "cpuset.cpus", "cpuset": "cpus"}[kind]
-    path = join(sysroot, "%s/%s/%s" % (mount.rstrip("/"), name.strip("/"), leaf) if name.strip("/")
-                else "%s/%s" % (mount, leaf))
     return _read_set(path, False, problems), path
 
 
@@ -447,7 +463,7 @@ def read_cpu_topology(sysroot="/", numa_cpus=None):
                         "cores, as hwloc does" % format_cpulist(pus - in_core))
     if no_cache and len(no_cache) < len(pus):
         warnings.append("CPUs %s have no cache/ directory: in no L3 domain" % format_cpulist(no_cache))
-    elif no_cache and not any(os.path.isdir(os.path.join(base, "cpu%d" % c, "cache")) for c in pus):
+    elif no_cache:
         warnings.append("no CPU has a cache/ directory (%s/cpuN/cache): L3 domains unknown" % base)
     if no_l3 and len(no_l3) + len(no_cache) < len(pus):
         warnings.append("CPUs %s report no level-3 cache: in no L3 domain" % format_cpulist(no_l3))

@@ -107,5 +107,8 @@ def parse_mask(text):
         if value < 0 or value >> 32:
             raise CpulistError("invalid CPU mask %r: word %r is wider than 32 bits" % (text, word))
         base = 32 * position
-        cpus.extend(base + bit for bit in range(32) if value >> bit & 1)
+        while value:
+            low = value & -value
+            cpus.append(base + low.bit_length() - 1)
+            value ^= low
     return sorted(cpus)

@@ -381,6 +381,30 @@ def test_amd_compute_unit_threads_are_cores(derived, own_core_ids):
     assert len(model["cores"]) == (16 if own_core_ids else 8)
 
 
+@pytest.mark.parametrize("cgroup, allowed", [("0::/job\n", "0-5,24-29"), ("0::/../../outside\n", "0-47")])
+def test_cgroup_v2_restriction(derived, cgroup, allowed):
+    """cgroup v2 (derived from the sparse tree): the process's cgroup's cpuset.cpus.effective is what is allowed;
+    a path outside the cgroup namespace (/../..) cannot be read, so every CPU is allowed, as hwloc finds. (hwloc
+    2.9 finds the mount in /proc/mounts only, later versions try /sys/fs/cgroup first: a node has both.)"""
+    root = derived("48amd64-4pa2n6c-sparse")
+    for path, text in (("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"),
+                       ("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n"),
+                       ("sys/fs/cgroup/cpuset.cpus.effective", "0-47\n"),
+                       ("sys/fs/cgroup/job/cpuset.cpus.effective", "0-5,24-29\n"), ("proc/self/cgroup", cgroup)):
+        os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
+        with open(os.path.join(root, path), "w", encoding="ascii") as fh:
+            fh.write(text)
+    model, _warnings = read_cpu_topology(root)
+    compare(model, Hwloc(lstopo(root)), Hwloc(lstopo(root, options=SLURM_FILTERS)), root)
+    assert model["allowed_cpus"] == allowed and len(model["cores"]) == 48
+
+
+def test_this_machine():
+    """The machine running the tests, read at / (hwloc's view of it with HWLOC_FSROOT=/)."""
+    model, _warnings = read_cpu_topology("/")
+    compare(model, Hwloc(lstopo("/")), Hwloc(lstopo("/", options=SLURM_FILTERS)), "/")
+
+
 # ---------------------------------------------------------------------------------------- degraded inputs
 def _remove(root, pattern):
     for path in glob.glob(os.path.join(root, pattern)):
