@@ -445,8 +445,8 @@ def read_cpu_topology(sysroot="/", numa_cpus=None):
             warnings.append("NUMA node %d: its CPUs %s cross a cache or package: not used to order cores, as hwloc "
                             "attaches it higher" % (node, format_cpulist(cpus)))
     for kind, cpus, other_kind, other in containers.dropped[:5]:
-        warnings.append("%s %s crosses %s %s: left out, as hwloc does" % (kind, format_cpulist(cpus), other_kind,
-                                                                           format_cpulist(other)))
+        warnings.append("%s %s crosses %s %s: left out, as hwloc does"
+                        % (kind, format_cpulist(cpus), other_kind, format_cpulist(other)))
     in_package = set().union(*(cpus for _pkg, cpus in packages))
     if in_package != pus:
         warnings.append("CPUs %s belong to no package (their package_cpus or core_siblings mask names another "

@@ -193,8 +193,8 @@ def compare(model, hw, slurm, root):
     ours = [cpus(c) for c in model["cores"]]
     assert len(ours) == len(slurm.cores), "%d cores, hwloc (as slurmd loads it) %d" % (len(ours), len(slurm.cores))
     for index, (mine, theirs) in enumerate(zip(ours, slurm.cores)):
-        assert mine == theirs, "core %d: topotune %s, hwloc Core L#%d %s" % (index, sorted(mine), index,
-                                                                               sorted(theirs))
+        assert mine == theirs, "core %d: topotune %s, hwloc Core L#%d %s" % (
+            index, sorted(mine), index, sorted(theirs))
     # which objects exist does not depend on slurmd's filters, their order may (an I/O Group lstopo makes)
     assert sorted(hw.pus) == sorted(slurm.pus) and hw.numa == slurm.numa
     assert sorted(hw.packages, key=lambda p: min(p[1])) == sorted(slurm.packages, key=lambda p: min(p[1]))
@@ -497,6 +497,20 @@ def test_no_package_files_groups_by_physical_package_id(derived):
     assert [p["id"] for p in model["packages"]] == [0, 1, 2, 3]
     assert model["cores"][:2] == ["0,8", "4,12"]
     assert any("physical_package_id" in w for w in warnings)
+
+
+def test_a_cache_crossing_packages_is_dropped_as_hwloc_drops_it(derived):
+    """cpu0's L3 said to be shared with CPU 1 (another package, and not its hyper-thread 8): hwloc drops the
+    crossing object, so does topotune, with a warning; the other packages' L3 domains stay."""
+    root = derived("16em64t-4s2c2t")
+    with open(os.path.join(root, "sys/devices/system/cpu/cpu0/cache/index2/shared_cpu_map"), "w",
+              encoding="ascii") as fh:
+        fh.write("00000003\n")
+    model, warnings = read_cpu_topology(root)
+    compare(model, Hwloc(lstopo(root, {"HWLOC_SHOW_ERRORS": "none"})),
+            Hwloc(lstopo(root, {"HWLOC_SHOW_ERRORS": "none"}, SLURM_FILTERS)), root)
+    assert [d["cpus"] for d in model["l3"]] == ["1,5,9,13", "2,6,10,14", "3,7,11,15"]
+    assert any("L3 cache 0-1 crosses core 0,8" in w for w in warnings)
 
 
 @pytest.mark.parametrize("damage", ["no_cpu_dir", "no_topology", "no_core_files"])
