@@ -6,7 +6,8 @@ For every ``NAME.tar.bz2`` (unpacked once per session; the tree sits in the arch
 environment of hwloc's own ``NAME.test`` (its ``env:`` lines but the ``HWLOC_DEBUG_*`` knobs), and once more as
 slurmd loads hwloc (hwloc's default filters: no instruction caches, no I/O; ``src/slurmd/common/xcpuinfo.c``
 ``xcpuinfo_hwloc_topo_load``: L1, L2, L4, L5 caches and Misc dropped, ``WHOLE_SYSTEM`` = ``--disallowed``), whose
-depth-first core order is the one slurmd numbers gres.conf ``Cores=`` with (its block map). topotune's model must match: the cores in that order (each core's CPUs), the PU count, threads per core,
+depth-first core order is the one slurmd numbers gres.conf ``Cores=`` with (its block map). topotune's model must
+match: the cores in that order (each core's CPUs), the PU count, threads per core,
 the packages (id, CPUs, cores), the NUMA nodes (CPUs, cores), the L3 domains (CPUs, cores, NUMA node, package),
 the CPUs the cgroup cpuset allows and the offline CPUs. ``TOPOTUNE_HWLOC_TREES=<dir>`` runs the same checks on
 another folder of such trees (the rest of hwloc's suite).
