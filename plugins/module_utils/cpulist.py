@@ -11,6 +11,10 @@ Public API (standard library only):
     Any iterable of ints -> the shortest range form, ``[0, 1, 2, 3, 8]`` -> ``"0-3,8"``; ``[]`` -> ``""``.
 ``normalize(text)``
     ``format_cpulist(parse(text))``.
+``parse_mask(text)``
+    A kernel CPU mask (``cpumap``, ``core_cpus``, ``shared_cpu_map``, ``local_cpus``: 32-bit hex words, most
+    significant first, comma separated, ``00000000,0000ffff``) -> the sorted CPU numbers, as hwloc reads them
+    (``hwloc__read_path_as_cpumask``: word k from the right holds CPUs 32k..32k+31). Raises ``CpulistError``.
 """
 
 from .errors import TopotuneError
@@ -84,3 +88,27 @@ def format_cpulist(cpus):
 def normalize(text):
     """Return ``text`` in canonical range form."""
     return format_cpulist(parse(text))
+
+
+def parse_mask(text):
+    """Return the sorted CPU numbers set in a kernel CPU mask (``00000000,00000f0f`` -> ``[0..3, 8..11]``)."""
+    if text is None:
+        raise CpulistError("invalid CPU mask None: expected 32-bit hex words such as '00000000,0000ffff'")
+    words = str(text).strip().split(",")
+    cpus = []
+    for position, word in enumerate(reversed(words)):
+        word = word.strip()
+        if word[:2].lower() == "0x":
+            word = word[2:]
+        try:
+            value = int(word, 16)
+        except ValueError:
+            raise CpulistError("invalid CPU mask %r: %r is not a hex word" % (text, word)) from None
+        if value < 0 or value >> 32:
+            raise CpulistError("invalid CPU mask %r: word %r is wider than 32 bits" % (text, word))
+        base = 32 * position
+        while value:
+            low = value & -value
+            cpus.append(base + low.bit_length() - 1)
+            value ^= low
+    return sorted(cpus)

@@ -40,12 +40,17 @@ FILES = (
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_governor",
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_available_governors",
     "sys/devices/system/cpu/cpu*/cpufreq/scaling_driver",
-    # CPU topology: what module_utils/cpu_topology.py reads (thread_siblings_list, physical_package_id) plus
-    # what hwloc reads to build packages and cores (core_cpus, package_cpus, core_id), so that hwloc
+    # CPU topology: what module_utils/cpu_topology.py and hwloc read to build packages, dies, clusters and cores
+    # (core_cpus, package_cpus, die_cpus, cluster_cpus, core_id, physical_package_id; the *_list files of
+    # kernels before 5.3, which lack core_cpus/package_cpus) and which CPUs are online, so that hwloc
     # (HWLOC_FSROOT=<extracted dir>) finds the node's machine too; caches: CACHE_ATTRIBUTES
+    "sys/devices/system/cpu/cpu*/online",
     "sys/devices/system/cpu/cpu*/topology/thread_siblings_list",
+    "sys/devices/system/cpu/cpu*/topology/core_siblings_list",
     "sys/devices/system/cpu/cpu*/topology/core_cpus",
     "sys/devices/system/cpu/cpu*/topology/package_cpus",
+    "sys/devices/system/cpu/cpu*/topology/die_cpus",
+    "sys/devices/system/cpu/cpu*/topology/cluster_cpus",
     "sys/devices/system/cpu/cpu*/topology/core_id",
     "sys/devices/system/cpu/cpu*/topology/physical_package_id",
     "sys/devices/system/cpu/cpu*/cpuidle/state*/name",
@@ -65,8 +70,8 @@ FILES = (
     "sys/class/dmi/id/product_name",
     "sys/class/dmi/id/sys_vendor",
 )
-# Per cache (cpu*/cache/index*): what hwloc needs to build the cache objects; shared_cpu_list, which topotune
-# reads for the L3 domains, only of level-3 caches (ids, line sizes, ways and sets are left out).
+# Per cache (cpu*/cache/index*): what hwloc and topotune need to build the cache objects (shared_cpu_map; the
+# shared_cpu_list of level-3 caches for people reading the snapshot; ids, line sizes, ways and sets left out).
 CACHE_ATTRIBUTES = ("level", "type", "size", "shared_cpu_map")
 PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
                   "max_link_width", "current_link_speed", "max_link_speed", "fw_version/mec_fw_version")

@@ -189,8 +189,9 @@ topology:
       description:
         - The node's CPUs read from sysfs under the sysroot (null without per-CPU C(topology/)), C(packages)
           (C(id), C(cpus), C(cores)), C(cores) (the CPU list of each core, list index = logical core index in
-          hwloc's and Slurm's order), C(threads_per_core), C(cpus) and C(l3) (C(cpus), C(cores), C(numa_node),
-          C(package) per L3 domain).
+          slurmd's order, which gres.conf C(Cores=) uses), C(threads_per_core), C(cpus), C(l3) (C(cpus), C(cores),
+          C(numa_node), C(package) per L3 domain), C(numa_nodes) (C(node), C(cpus), C(cores)), C(allowed_cpus)
+          (what this process's cgroup cpuset allows) and C(offline_cpus).
       type: dict
       sample: {source: sysfs, cpus: 128, threads_per_core: 2, packages: [{id: 0, cpus: "0-127", cores: "0-63"}],
                cores: ["0,64", "1,65"], l3: [{cpus: "0-7,64-71", cores: "0-7", numa_node: 0, package: 0}]}

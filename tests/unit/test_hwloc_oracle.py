@@ -3,6 +3,9 @@ find (a) the machine the profile describes and (b) exactly the CPU topology, NUM
 topotune's own reader (``load_capture``) reports, including hwloc's logical core numbering, which Slurm uses for
 gres.conf ``Cores=``. The same comparison runs on this machine (sysroot ``/``).
 
+On these EPYC-like trees (L2 per core, no clusters) lstopo's ``Core L#`` is also slurmd's numbering; where they
+differ (a shared L2, I/O Groups), ``test_hwloc_trees.py`` checks slurmd's order on hwloc's own Linux test trees.
+
 hwloc reads the tree through ``HWLOC_FSROOT``; its x86 backend is disabled for simulated trees because it would
 annotate them with the CPUID of the machine running the test. Needs the Debian package ``hwloc`` (``scripts/setup``
 installs it); without ``lstopo-no-graphics`` every test here is skipped with that reason.
@@ -137,6 +140,9 @@ def compare_topotune(hw, root):
     assert cpu_topo["threads_per_core"] == max(len(c) for c in hw.cores)
     assert [(p["id"], cpus(p["cpus"]), cpus(p["cores"])) for p in cpu_topo["packages"]] == [
         (os_index, cpuset, frozenset(core_index[c] for c in cpuset)) for os_index, cpuset in hw.packages]
+    # the CPU model's own NUMA nodes (node<N>/cpumap, as hwloc reads them) and their cores
+    assert {n["node"]: (cpus(n["cpus"]), cpus(n["cores"])) for n in cpu_topo["numa_nodes"]} == {
+        node: (cpuset, frozenset(core_index[c] for c in cpuset)) for node, cpuset in hw.numa.items()}
     package_of = {cpu: os_index for os_index, cpuset in hw.packages for cpu in cpuset}
     assert [(cpus(d["cpus"]), cpus(d["cores"]), d["numa_node"], d["package"]) for d in cpu_topo["l3"]] == [
         (cpuset, frozenset(core_index[c] for c in cpuset), next(iter(nodes)) if len(nodes) == 1 else None,
