@@ -72,6 +72,17 @@ def test_retired_pages_name_the_drivers_threshold_and_the_service_guide(report, 
         assert "AMD's amdgpu 6.12.12, bad_page_threshold=-1: 16 MiB reserved VRAM = 128 pages" in res["expected"], res
 
 
+def test_identity_decides_generation_and_count(report, profile):
+    # the HF part (0x74a9) is an MI300X: 8 GPUs counted, not "0 GPU device(s) ... 8 missing"
+    identity = report["identity"]
+    assert identity["generation"] == "MI300X" and report["by_id"]["pci_accelerators"]["status"] == "pass"
+    assert report["by_id"]["pci_accelerators"]["observed"] == "8 GPU device(s)"
+    if profile == "mi300x-hf-8gpu-spx":
+        assert (identity["product"], identity["kind"], identity["device_id"]) == ("MI300X HF", "hf", "0x74a9")
+    else:
+        assert (identity["product"], identity["kind"]) == ("MI300X", "physical")
+
+
 def test_inventory_is_reported(report, profile):
     inv = report["inventory"]
     assert len(inv["gpus"]) == 8 and inv["kernel_release"] == "6.8.0-45-generic"
@@ -92,3 +103,5 @@ def test_summary_names_the_odd_node(summary, host):
     # compared within a hardware class: the node with one GPU in CPX is a class of its own
     mixed = [k for k, hosts in consistency["classes"].items() if hosts == ["tt-h16g-mixed"]]
     assert mixed and mixed[0].startswith("MI300X mixed: ")
+    # the HF node is compared with HF nodes only (a class of one here), never called odd against MI300X firmware
+    assert consistency["classes"]["MI300X HF SPX/NPS1"] == ["tt-h16g-hf"] and "tt-h16g-hf" not in consistency["odd_nodes"]
