@@ -93,12 +93,12 @@ def check_expected(expected):
     if expected is None:
         return {}
     if not isinstance(expected, dict):
-        raise ExpectedError("platform_checks_expected must be a mapping of %s, got %r" % (", ".join(EXPECTED_KEYS),
-                                                                                         expected))
+        raise ExpectedError("platform_checks_expected must be a mapping of %s, got %r"
+                            % (", ".join(EXPECTED_KEYS), expected))
     unknown = sorted(set(expected) - set(EXPECTED_KEYS))
     if unknown:
-        raise ExpectedError("platform_checks_expected has unknown key(s) %s: use %s" % (", ".join(unknown),
-                                                                                     ", ".join(EXPECTED_KEYS)))
+        raise ExpectedError("platform_checks_expected has unknown key(s) %s: use %s"
+                            % (", ".join(unknown), ", ".join(EXPECTED_KEYS)))
     out = {}
     for key, value in expected.items():
         if value in (None, "", [], {}):
@@ -175,7 +175,7 @@ def run_checks(facts, expected):
         shown = " or ".join(patterns)
         if value is None:
             results.append(_result(check_id, "unknown", "%s version unreadable" % what, shown,
-                                   "run on the node itself (%s)" % _SOURCE[key].split(";")[0], key))
+                                   "run on the node itself (%s)" % _SOURCE[key].split(";", maxsplit=1)[0], key))
         else:
             results.append(_result(check_id, "pass" if _matches(value, patterns) else "fail", value, shown, fix, key))
     gpus = health.get("gpus") or []

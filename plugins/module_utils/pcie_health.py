@@ -351,8 +351,8 @@ def roce_v2_gid_index(port):
     if port["link_layer"] == "InfiniBand":
         return None, "%s is InfiniBand: RCCL sets a GID index only on RoCE (Ethernet) ports" % where
     if port["link_layer"] != "Ethernet":
-        return None, "%s: link layer %s (ports/%d/link_layer)" % (where, port["link_layer"] or "unreadable",
-                                                                 port["port"])
+        return None, "%s: link layer %s (ports/%d/link_layer)" % (
+            where, port["link_layer"] or "unreadable", port["port"])
     if not port["gids"]:
         return None, "%s: no GID table (ports/%d/gids)" % (where, port["port"])
     roce = [g for g in port["gids"] if g["type"] == ROCE_V2 and g["ndev"] and _address(g["gid"]) is not None]

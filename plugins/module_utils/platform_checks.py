@@ -56,6 +56,8 @@ OPTIONS = {
 def argument_spec():
     """``OPTIONS`` as an AnsibleModule argument spec."""
     return {name: {k: v for k, v in spec.items() if k != "help"} for name, spec in OPTIONS.items()}
+
+
 _RANK = {"pass": 0, "unknown": 1, "warn": 2, "fail": 3}
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")

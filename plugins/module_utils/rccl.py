@@ -1054,7 +1054,7 @@ def _compare_average(out, result, criterion, sweep, bounds):
     if status == "unknown":
         out["reason"] = ("%s is not enough to show AMD's %s pass criterion (>= %g GB/s avg bus bandwidth, %s ranks: "
                          "%s); %s" % (what[:-len(", which")] if what.endswith(", which") else what, generation,
-                                     bound["busbw_gbs"], ranks or "any", _documents(bound), rerun))
+                                      bound["busbw_gbs"], ranks or "any", _documents(bound), rerun))
         return out
     out.update(status=status, bound=bound)
     out["reason"] = _verdict_text(what, status, bound, bounds, generation, ranks)

@@ -171,7 +171,9 @@ inventory:
     bios_version: "1.0.0"
     identity: {generation: MI300X, product: MI300X, kind: physical}
 generation:
-  description: Name of the GPU generation the expectations came from (RV(identity.generation)), or null when none matched.
+  description: >-
+    Name of the GPU generation the expectations came from (the C(generation) of RV(identity)), or null when none
+    matched.
   returned: always
   type: str
   sample: MI300X

@@ -23,7 +23,7 @@ def _knowledge():
 
 
 def _cli(*argv):
-    return subprocess.run([sys.executable, CLI, "checks"] + list(argv), capture_output=True, text=True)
+    return subprocess.run([sys.executable, CLI, "checks"] + list(argv), capture_output=True, text=True, check=False)
 
 
 def test_same_results_as_the_module(sim_tree, run_module):
@@ -58,7 +58,7 @@ def test_options_are_the_modules_and_text_output(sim_tree, tmp_path):
     assert any(line.split()[:2] == ["pass", "pci_accelerators"] for line in lines)
     assert lines[-1].endswith("0 fail, %d unknown" % sum(1 for line in lines[:-1] if line.startswith("unknown")))
     # the module's option set is the CLI's
-    helps = subprocess.run([sys.executable, CLI, "checks", "--help"], capture_output=True, text=True).stdout
+    helps = subprocess.run([sys.executable, CLI, "checks", "--help"], capture_output=True, text=True, check=True).stdout
     for name in pc.OPTIONS:
         assert "--" + name.replace("_", "-") in helps
 

@@ -70,8 +70,8 @@ def test_every_key_is_a_check_of_its_own(node):
 
 def test_unreadable_values_are_unknown_never_pass(tmp_path):
     facts = {"bios_version": None, "expected": ev.gather(str(tmp_path)),
-             "health": {"rocm_version": None, "kernel_release": None, "gpus": [{"bdf": "0000:0c:00.0", "vbios": None,
-                                                                                 "firmware": {}}]}}
+             "health": {"rocm_version": None, "kernel_release": None,
+                        "gpus": [{"bdf": "0000:0c:00.0", "vbios": None, "firmware": {}}]}}
     expected = ev.check_expected({"rocm_version": "6.4.1", "os_release": "ubuntu 22.04", "bios_version": "1",
                                   "vbios": "x", "firmware": {"mec": "1"}, "min_online_memory_gib": 1})
     assert {r["status"] for r in ev.run_checks(facts, expected)} == {"unknown"}

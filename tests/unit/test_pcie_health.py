@@ -465,8 +465,8 @@ def test_the_simulated_ports_read_like_the_kernels(sim_tree):
     [port] = ph.read_rdma_ports(sim_tree(GOOD), "mlx5_3")
     assert (port["port"], port["state"], port["active"], port["link_layer"]) == (1, "4: ACTIVE", True, "Ethernet")
     filled = [g for g in port["gids"] if g["type"]]
-    assert [(g["index"], g["type"]) for g in filled] == [(0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"),
-                                                        (3, "RoCE v2")]
+    assert [(g["index"], g["type"]) for g in filled] == [
+        (0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"), (3, "RoCE v2")]
     assert {g["ndev"] for g in filled} == {"enp93s0np0"} and port["gids"][3]["gid"] == "0000:0000:0000:0000:0000:ffff:0a03:0001"
     assert all(g["gid"] == ZERO and g["ndev"] is None for g in port["gids"][4:])
     assert ph.read_rdma_ports(sim_tree(GOOD), "mlx5_99") == []

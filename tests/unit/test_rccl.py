@@ -236,8 +236,8 @@ def test_sizes_repeated_at_the_start_are_one_cycle(name, facts):
     assert [r["size"] for r in result["rows"]][:6] == facts["first"]
     assert all(r["count"] == 0 and r["in_place"]["wrong"] is None for r in result["rows"][:4])
     last = result["rows"][-1]
-    assert (last["size"], last["out_of_place"]["busbw"], last["in_place"]["busbw"]) == (facts["last"], facts["oop"],
-                                                                                     facts["ip"])
+    assert (last["size"], last["out_of_place"]["busbw"], last["in_place"]["busbw"]) == (
+        facts["last"], facts["oop"], facts["ip"])
     assert result["avg_busbw"] == facts["avg"] and result["complete"] is True and result["failed"] is False
     assert (result["n_ranks"], result["hosts"], result["collective"]) == (facts["ranks"], facts["hosts"], "alltoall_perf")
     assert result["versions"] == facts["versions"]
