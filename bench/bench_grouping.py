@@ -16,7 +16,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "plugins"))
-from module_utils.grouping import group_gpus  # noqa: E402 - needs the path set up above
+from module_utils.launch.grouping import group_gpus  # noqa: E402 - needs the path set up above
 
 MI250X_LINKS = {(0, 1): 4, (2, 3): 4, (4, 5): 4, (6, 7): 4, (0, 6): 2, (2, 4): 2,
                 (0, 2): 1, (1, 3): 1, (1, 5): 1, (3, 7): 1, (4, 6): 1, (5, 7): 1}

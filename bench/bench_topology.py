@@ -20,8 +20,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "plugins"))
 
-from module_utils.topology import discover  # noqa: E402 - path set above
-from module_utils.topology_kfd import KFD_NODES, read_kfd  # noqa: E402 - path set above
+from module_utils.topology.discover import discover  # noqa: E402 - path set above
+from module_utils.topology.kfd import KFD_NODES, read_kfd  # noqa: E402 - path set above
 
 KFD = os.path.join(REPO, "tests", "fixtures", "kfd")
 

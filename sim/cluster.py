@@ -26,10 +26,10 @@ sys.path.insert(0, os.path.join(ROOT, "sim"))
 import sysroot as sim_sysroot  # noqa: E402  (sim/ is not a package; the builder sits beside this file)
 
 try:  # the shared atomic writer (standard library only): the collection's, else this checkout's, as bin/topotune
-    from ansible_collections.topotune.instinct.plugins.module_utils.files import write_atomic
+    from ansible_collections.topotune.instinct.plugins.module_utils.core.files import write_atomic
 except ImportError:
     sys.path.insert(0, os.path.join(ROOT, "plugins"))
-    from module_utils.files import write_atomic
+    from module_utils.core.files import write_atomic
 
 IMAGE = os.environ.get("TOPOTUNE_NODE_IMAGE", "local/topotune-node:bookworm")
 STATE = os.path.join(ROOT, ".cache", "sim")

@@ -7,7 +7,7 @@ switch. Linux shows the chain in sysfs: ``sys/bus/pci/devices/<bdf>`` is a symli
 ``sys/devices/pci<domain>:<root bus>/<root port>/<switch up>/<switch down>/<bdf>``.
 
 Config space bytes follow the PCI Express Base Specification layout (``include/uapi/linux/pci_regs.h``), the one
-``plugins/module_utils/pci_config.py`` decodes and ``lspci -F`` reads (tests/unit/test_pci_config.py).
+``plugins/module_utils/checks/pci_config.py`` decodes and ``lspci -F`` reads (tests/unit/plugins/module_utils/checks/test_pci_config.py).
 """
 
 import os

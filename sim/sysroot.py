@@ -36,10 +36,10 @@ pcie_tree = importlib.util.module_from_spec(_TREE_SPEC)
 _TREE_SPEC.loader.exec_module(pcie_tree)
 
 try:  # the collection's class when it is importable (tests, Ansible), so one except catches both
-    from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+    from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 except ImportError:  # run as a script: the checkout's module_utils, by path as bin/topotune does
     sys.path.insert(0, os.path.join(REPO, "plugins"))
-    from module_utils.errors import TopotuneError
+    from module_utils.core.errors import TopotuneError
 PROFILES_DIR = os.path.join(SIM_DIR, "profiles")
 KFD_FIXTURES = os.path.join(REPO, "tests", "fixtures", "kfd")
 KFD_TOPOLOGY = "sys/class/kfd/kfd/topology"
@@ -96,7 +96,7 @@ DEFAULTS = {
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
               "acs_enabled", "nic_far_numa", "aer",
               "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition")
-# What module_utils/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
+# What module_utils/checks/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
 
@@ -866,7 +866,7 @@ def _write_dev(dest, gpus):
 
 
 # Per-CPU topology and cache files: what hwloc 2.9 (Slurm's topology source) needs to find packages, cores and
-# caches, and what topotune's module_utils/cpu_topology.py reads (found by running hwloc on a tree under
+# caches, and what topotune's module_utils/topology/cpu.py reads (found by running hwloc on a tree under
 # strace). Left out to keep builds small: files neither reads (thread_siblings, core_siblings*,
 # package_cpus_list, core_cpus_list, die_id, ways_of_associativity) and files hwloc reads for details only
 # (number_of_sets, physical_line_partition, cpu_capacity). docs/simulated-nodes.md lists them.

@@ -43,7 +43,7 @@ def sim_tree(tmp_path_factory):
 @pytest.fixture(scope="session")
 def sim_model(sim_tree):
     """``sim_model(profile)``: the topology model of the profile's sysroot (``load_capture``), once per session."""
-    from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
+    from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
     cache = {}
 

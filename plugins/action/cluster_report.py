@@ -9,9 +9,9 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.files import differs, parse_mode, write_atomic
-from ansible_collections.topotune.instinct.plugins.plugin_utils.report_render import (
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.files import differs, parse_mode, write_atomic
+from ansible_collections.topotune.instinct.plugins.plugin_utils.report.render import (
     load_report_dir,
     render_report,
     summarize,

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action: run the gpu_topology module on the node, then add the node's GPU identity to the model it returns.
 
-The identity (generation, product, kind) is decided here, once per node, by ``module_utils/gpu_identity.py`` over
+The identity (generation, product, kind) is decided here, once per node, by ``module_utils/topology/identity.py`` over
 ``knowledge/gpu_generations.yml``, which stays on the controller: every later consumer reads ``topology.identity``.
 """
 
@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import identify_model
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import identify_model
 
 _GENERATIONS = []
 

@@ -10,8 +10,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.plugins.filter.core import to_nice_json
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.files import (
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.files import (
     commit_all,
     differs,
     parse_mode,
@@ -40,7 +40,7 @@ def plan(documents, directory):
 
 
 def write(todo, mode):
-    """Every report staged beside its destination (the shared writer, module_utils/files.py), then each renamed into
+    """Every report staged beside its destination (the shared writer, module_utils/core/files.py), then each renamed into
     place: a reader sees a host's old report or its new one, and a killed run leaves no partial file."""
     commit_all(None, stage_all(None, [(path, text, mode, None) for path, text in todo], root_owned=False))
 

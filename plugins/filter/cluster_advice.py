@@ -100,7 +100,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.advice import AdviceError, advise
+from ansible_collections.topotune.instinct.plugins.plugin_utils.bench.advice import AdviceError, advise
 
 
 def _run(bench):

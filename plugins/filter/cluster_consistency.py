@@ -60,9 +60,9 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.module_utils.node_faults import host_variables
-from ansible_collections.topotune.instinct.plugins.plugin_utils.consistency import compare
-from ansible_collections.topotune.instinct.plugins.plugin_utils.consistency import lines as report_lines
+from ansible_collections.topotune.instinct.plugins.module_utils.core.node_faults import host_variables
+from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare
+from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import lines as report_lines
 
 
 def cluster_consistency(hosts, hostvars, lines=False):

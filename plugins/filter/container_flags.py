@@ -61,7 +61,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.container_flags import FlagError, access_checks, plan
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, access_checks, plan
 
 _KNOWLEDGE = {}
 

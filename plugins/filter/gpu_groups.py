@@ -44,7 +44,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.module_utils.grouping import GroupingError, group_gpus
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import GroupingError, group_gpus
 
 
 def gpu_groups(topology, size):

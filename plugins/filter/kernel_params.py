@@ -45,7 +45,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import generation_entry, model_identity
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import generation_entry, model_identity
 
 
 def _entry(param):

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.topotune.instinct.plugins.module_utils.node_faults import explain_failure, first_failure, host_variables
+from ansible_collections.topotune.instinct.plugins.module_utils.core.node_faults import explain_failure, first_failure, host_variables
 
 DOCUMENTATION = r"""
 name: node_failures

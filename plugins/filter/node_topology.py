@@ -16,7 +16,7 @@ description:
   - The one place that says which model wins; the roles and playbooks pass their variables and never repeat the
     order.
   - A model without C(identity) (one the inventory gives, or an older capture) gets it as discovery adds it
-    (C(module_utils/gpu_identity.py) over C(knowledge/gpu_generations.yml)).
+    (C(module_utils/topology/identity.py) over C(knowledge/gpu_generations.yml)).
 options:
   _input:
     description: The role's own topology variable (empty mapping for none).
@@ -47,7 +47,7 @@ _value:
 from collections.abc import Mapping
 
 from ansible_collections.topotune.instinct.plugins.action.gpu_topology import generations
-from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import identify_model
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import identify_model
 
 
 def node_topology(given, inventory=None, discovery=None):

@@ -25,7 +25,7 @@ description:
   - >-
     Runs in the controller process, like M(ansible.builtin.debug): no module is shipped or run and no host is
     contacted, so O(report_dir) and O(dest) are always controller paths. The page is rendered with the jinja2
-    templates shipped in the collection (C(plugins/plugin_utils/report_templates/)), autoescaped.
+    templates shipped in the collection (C(plugins/plugin_utils/report/templates/)), autoescaped.
   - The file is written atomically (temporary file, then rename) and only when its content or mode changes, so a
     second run with the same inputs reports C(changed=false).
 options:

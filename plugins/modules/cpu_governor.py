@@ -84,9 +84,9 @@ cpus:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.cpufreq import apply, group, plan, read_state
-from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import format_cpulist
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import format_cpulist
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import apply, group, plan, read_state
 
 
 def _diff_text(grouped):

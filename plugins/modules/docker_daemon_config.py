@@ -89,8 +89,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.files import (
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.files import (
     ValidationError,
     attributes_differ,
     commit_all,
@@ -98,7 +98,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.files import (
     remove_stale_temps,
     stage_all,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.owned_keys import merge_owned, remove_owned
+from ansible_collections.topotune.instinct.plugins.module_utils.core.owned_keys import merge_owned, remove_owned
 
 
 class DaemonConfig:

@@ -217,9 +217,9 @@ rocm_version:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import join, read_text
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover, run_command
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join, read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import discover, run_command
 
 # Written by the ROCm packages; topotune.instinct.rocm_env gates variables on the version.
 ROCM_VERSION_FILE = "/opt/rocm/.info/version"

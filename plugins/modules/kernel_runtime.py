@@ -119,8 +119,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.kernel_runtime import (
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import (
     BOOTLOADERS,
     KernelRuntimeError,
     apply_writes,
@@ -131,7 +132,6 @@ from ansible_collections.topotune.instinct.plugins.module_utils.kernel_runtime i
     plan_sysctl,
     read_cmdline,
 )
-from ansible_collections.topotune.instinct.plugins.module_utils.sysroot import read_text
 
 
 class KernelRuntime:

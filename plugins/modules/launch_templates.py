@@ -192,10 +192,10 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.files import commit_all, diff_entry, differs, read_text, stage_all
-from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
-from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import launch_rdma_options
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import launch_rdma_options
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.files import commit_all, diff_entry, differs, read_text, stage_all
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
 
 
 class LaunchTemplates:
@@ -264,7 +264,7 @@ def main():
             "wrapper_path": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
             "wrapper_content": {"type": "str"},
             "dev_dir": {"type": "path", "default": "/dev"},
-            # the choices are launch_render's (tests/unit/test_argument_specs.py: the role's argument_specs match)
+            # the choices are launch_render's (tests/unit/roles/test_argument_specs.py: the role's argument_specs match)
             "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES", "choices": list(VISIBLE_ENVS)},
             "visible_devices_scope": {"type": "str", "default": "group", "choices": list(SCOPES)},
             "cpu_binding": {"type": "str", "default": "numa", "choices": list(CPU_BINDINGS)},

@@ -152,9 +152,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.files import write_atomic
-from ansible_collections.topotune.instinct.plugins.module_utils.managed_state import (
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.files import write_atomic
+from ansible_collections.topotune.instinct.plugins.module_utils.state.managed_state import (
     MANIFEST_OK,
     MANIFEST_REMEDY,
     build_manifest,

@@ -101,11 +101,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils import files, sysroot
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.nfd_labels import check_prefix, node_labels, render
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
-from ansible_collections.topotune.instinct.plugins.module_utils.version import COLLECTION_VERSION
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.nfd_labels import check_prefix, node_labels, render
+from ansible_collections.topotune.instinct.plugins.module_utils.core import files, sysroot
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.version import COLLECTION_VERSION
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
 MODE = 0o644
 

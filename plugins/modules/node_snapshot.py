@@ -80,9 +80,9 @@ smi:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.snapshot import collect, write_archive
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import run_command
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import run_command
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.snapshot import collect, write_archive
 
 # file name in the archive -> argv; files match the offline CLI's --amd-smi-json / --rocm-smi inputs
 SMI_COMMANDS = {

@@ -179,7 +179,7 @@ generation:
   sample: MI300X
 identity:
   description:
-    - The node's GPU identity, decided by one function (C(module_utils/gpu_identity.py)) from the PCI device ids over
+    - The node's GPU identity, decided by one function (C(module_utils/topology/identity.py)) from the PCI device ids over
       the C(devices) of C(knowledge/gpu_generations.yml); the topology model carries the same dict.
     - C(kind) is C(physical), C(hf) (a product variant with the same expectations), C(vf) (an SR-IOV guest, whose host-level
       checks are C(unknown) there) or C(apu); C(reason) says why C(generation) is null.
@@ -199,10 +199,9 @@ identity:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.gpu_health import inventory
-from ansible_collections.topotune.instinct.plugins.module_utils.pcie_health import nic_affinity
-from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks import (
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import nic_affinity
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import (
     OPTIONS,
     argument_spec,
     gather,
@@ -210,6 +209,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.platform_checks 
     run_checks,
     summarize,
 )
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 
 
 class PlatformChecks:

@@ -170,14 +170,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.gpu_identity import by_name, identify, model_identity
-from ansible_collections.topotune.instinct.plugins.module_utils.process import TIMED_OUT, CommandError, run
-from ansible_collections.topotune.instinct.plugins.module_utils.rccl import (
+from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import (
     RcclParseError,
     compare_busbw,
     parse_perf,
 )
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.process import TIMED_OUT, CommandError, run
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import by_name, identify, model_identity
 
 _BINARY = "all_reduce_perf"
 _INSTALL_HINT = ("build rccl-tests (https://github.com/ROCm/rccl-tests: `make MPI=0`) or set rccl_tests_path "

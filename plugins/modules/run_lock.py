@@ -158,9 +158,9 @@ notes:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.node_faults import DEFAULT_WRITABLE, preflight
-from ansible_collections.topotune.instinct.plugins.module_utils.run_lock import RunLock, clock_note, new_run_id
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.node_faults import DEFAULT_WRITABLE, preflight
+from ansible_collections.topotune.instinct.plugins.module_utils.core.run_lock import RunLock, clock_note, new_run_id
 
 
 def run(module):

@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils.grouping import group_gpus
-from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
-from ansible_collections.topotune.instinct.plugins.plugin_utils import container_flags as cf
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import group_gpus
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env import container_plan as cf
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "sim"))

@@ -16,7 +16,7 @@ import zlib
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import discover
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import discover
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)

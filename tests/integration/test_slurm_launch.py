@@ -22,9 +22,9 @@ import time
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils.cpulist import parse
-from ansible_collections.topotune.instinct.plugins.module_utils.launch_render import render
-from ansible_collections.topotune.instinct.plugins.module_utils.topology import load_capture
+from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import parse
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

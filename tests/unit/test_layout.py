@@ -23,9 +23,15 @@ def imports(path):
     return found
 
 
-NODE_SIDE = sorted(
-    os.path.join(kind, name) for kind in ("modules", "module_utils")
-    for name in os.listdir(os.path.join(PLUGINS, kind)) if name.endswith(".py"))
+def python_files(kind):
+    """The .py files below plugins/<kind>, sub-packages included, relative to plugins/."""
+    found = []
+    for directory, _dirs, names in os.walk(os.path.join(PLUGINS, kind)):
+        found.extend(os.path.relpath(os.path.join(directory, n), PLUGINS) for n in names if n.endswith(".py"))
+    return sorted(found)
+
+
+NODE_SIDE = python_files("modules") + python_files("module_utils")
 
 
 @pytest.mark.parametrize("relpath", NODE_SIDE)
@@ -37,10 +43,9 @@ def test_node_side_code_never_imports_plugin_utils(relpath):
 def test_plugin_utils_is_used_only_by_controller_code():
     users = set()
     for kind in os.listdir(PLUGINS):
-        directory = os.path.join(PLUGINS, kind)
-        if not os.path.isdir(directory):
+        if not os.path.isdir(os.path.join(PLUGINS, kind)):
             continue
-        for name in os.listdir(directory):
-            if name.endswith(".py") and any("plugin_utils" in i for i in imports(os.path.join(directory, name))):
+        for relpath in python_files(kind):
+            if any("plugin_utils" in i for i in imports(os.path.join(PLUGINS, relpath))):
                 users.add(kind)
     assert users and users <= {"filter", "action", "plugin_utils", "lookup", "callback"}, users

@@ -1,0 +1,1 @@
+"""Benchmark output parsers and criteria (rccl-tests)."""

@@ -1,0 +1,1 @@
+"""GPU groups, bindings, the launch files and gres.conf."""

@@ -1,0 +1,306 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node-local drift check: the manifest verification of ``managed_state``, the platform checks and the pending
+reboot, exported as Prometheus text-format metrics for node_exporter's textfile collector.
+
+Runs on the node without Ansible: role ``topotune.instinct.drift_exporter`` copies this package's files to
+``/usr/local/lib/topotune/topotune_node/`` and a systemd timer runs ``topotune-drift-check``, which calls ``main()``.
+The code is the collection's (``managed_state.verify_path``, ``platform_checks.gather``/``run_checks``), so a
+node-local check and ``playbooks/drift.yml`` (fast) find the same drift.
+
+Public API (standard library only, Python 3.8+):
+
+``check(config, now=time.time)``
+    Run the three stages and return ``(families, errors)``: metric families ``(name, type, help, samples)`` and the
+    stages that failed ``{stage: message}``. A stage that fails leaves its metrics out and is counted; it never
+    stops the others.
+``render(families)``
+    The Prometheus text exposition format (version 0.0.4) of ``families``.
+``previous_errors(text)``
+    The ``topotune_drift_check_errors_total`` values of an earlier output, by stage (the counter survives runs).
+``pending_kernel_parameters(dropin_text, cmdline)``
+    Kernel parameters topotune's GRUB drop-in configures for the next boot that the running kernel lacks.
+``main(argv)``
+    ``topotune-drift-check [--config PATH]``: lock, check, write the textfile atomically (``files.write_atomic``).
+
+Metric conventions (https://prometheus.io/docs/practices/naming/): prefix ``topotune_``, base units (seconds),
+``_total`` only on the counter, ``_info`` carries labels with value 1.
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import resource
+import sys
+import time
+
+from ..checks.platform_checks import STATUSES, _has_param, cmdline_params, gather, node_identity, run_checks
+from ..core.errors import TopotuneError
+from ..core.files import write_atomic
+from ..core.process import CommandError, run
+from ..core.sysroot import join, read_text
+from .managed_state import MANIFEST_MISSING, MANIFEST_OK, MANIFEST_UNREADABLE, parse_systemctl_show, verify_path
+
+# The collection's version (galaxy.yml; tests/unit/plugins/module_utils/state/test_drift_metrics.py keeps them equal).
+TOPOTUNE_VERSION = "0.1.0"
+DEFAULT_CONFIG = "/etc/topotune/drift-exporter/config.json"
+STAGES = ("manifest", "platform_checks", "reboot")
+# manifest entry kind -> drift item kind (managed_state's drift items)
+_KIND_OF = (("files", "file"), ("values", "value"), ("json_keys", "json_key"), ("groups", "group"),
+            ("units", "unit"), ("dirs", "stale"))
+_ERRORS = "topotune_drift_check_errors_total"
+_ERRORS_LINE = re.compile(r'^%s\{stage="([a-z_]+)"\} ([0-9.eE+]+)$' % _ERRORS)
+_GRUB_LINE = re.compile(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?="(.*)"\s*$')
+_GRUB_SELF = re.compile(r"\$\{?GRUB_CMDLINE_LINUX(?:_DEFAULT)?\}?")
+
+
+class CheckerError(TopotuneError):
+    """The checker's configuration is missing or malformed; the message names the file, the key and the fix."""
+
+
+# ------------------------------------------------------------------------------------------------- exposition
+def _escape(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def render(families):
+    """Text exposition format: ``# HELP``, ``# TYPE`` and the samples of each family, families in the given order."""
+    lines = []
+    for name, kind, help_text, samples in families:
+        lines.append("# HELP %s %s" % (name, help_text.replace("\\", "\\\\").replace("\n", " ")))
+        lines.append("# TYPE %s %s" % (name, kind))
+        for labels, value in samples:
+            label_text = ",".join('%s="%s"' % (key, _escape(labels[key])) for key in sorted(labels))
+            lines.append("%s%s %s" % (name, "{%s}" % label_text if label_text else "", _number(value)))
+    return "\n".join(lines) + "\n"
+
+
+def previous_errors(text):
+    """``{stage: count}`` of the errors counter in an earlier output (``{}`` when none, or unreadable lines)."""
+    counts = {}
+    for line in (text or "").splitlines():
+        match = _ERRORS_LINE.match(line.strip())
+        if match:
+            try:
+                counts[match.group(1)] = int(float(match.group(2)))
+            except ValueError:
+                continue
+    return counts
+
+
+# -------------------------------------------------------------------------------------------------- stages
+def _unit_states(names):
+    """``systemctl show`` for the units whose ``active`` flag the manifest watches (managed_state's contract)."""
+    try:
+        rc, out, _err = run(["systemctl", "show", "--property=Id,LoadState,UnitFileState,ActiveState", "--"] + names)
+    except CommandError:
+        return {}
+    return parse_systemctl_show(out, names) if rc == 0 else {}
+
+
+def watched_kinds(manifest_path):
+    """``{(owner, kind)}`` the manifest watches: one drift series each, so a clean node exports zeros, not nothing."""
+    try:
+        with open(manifest_path, encoding="utf-8") as handle:
+            owners = json.load(handle).get("owners") or {}
+    except (OSError, ValueError, AttributeError):
+        return set()
+    pairs = set()
+    for owner, spec in owners.items():
+        if isinstance(spec, dict):
+            pairs.update((owner, kind) for key, kind in _KIND_OF if spec.get(key))
+    return pairs
+
+
+def _manifest_stage(config):
+    path = config["manifest"]
+    result = verify_path(path, unit_states=_unit_states)
+    counts = {pair: 0 for pair in watched_kinds(path)} if result["manifest_state"] == MANIFEST_OK else {}
+    for item in result["drifted"]:
+        if item["kind"] != "manifest":
+            key = (item["owner"], item["kind"])
+            counts[key] = counts.get(key, 0) + 1
+    state = result["manifest_state"]
+    return [
+        ("topotune_drift_items", "gauge",
+         "Settings topotune manages on this node that differ from the manifest, by owner role and kind.",
+         [({"owner": owner, "kind": kind}, count) for (owner, kind), count in sorted(counts.items())]),
+        ("topotune_drift_checked_items", "gauge", "Settings compared with the manifest in the last check.",
+         [({}, result["checked"])]),
+        ("topotune_manifest_state", "gauge",
+         "State of the manifest bring-up records (/etc/topotune/manifest.json): 1 for the current state.",
+         [({"state": name}, int(state == name)) for name in (MANIFEST_OK, MANIFEST_MISSING, MANIFEST_UNREADABLE)]),
+    ]
+
+
+def pending_kernel_parameters(dropin_text, cmdline):
+    """Tokens of the ``GRUB_CMDLINE_LINUX`` lines of topotune's GRUB drop-in missing from ``cmdline``."""
+    wanted = []
+    for line in (dropin_text or "").splitlines():
+        match = _GRUB_LINE.match(line)
+        if match:
+            wanted.extend(cmdline_params(_GRUB_SELF.sub(" ", match.group(1))))
+    running = cmdline_params(cmdline)
+    return [token for token in wanted if not _has_param(running, token)]
+
+
+def _pending(config):
+    """``(kernel parameters pending, cmdline readable)``."""
+    cmdline = read_text(join(config["sysroot"], "proc/cmdline"), None)
+    dropin = read_text(config["grub_dropin"], None) if config.get("grub_dropin") else None
+    return (pending_kernel_parameters(dropin, cmdline) if cmdline is not None else []), cmdline is not None
+
+
+def _platform_stage(config):
+    knowledge_path = config["knowledge"]
+    try:
+        with open(knowledge_path, encoding="utf-8") as handle:
+            knowledge = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise CheckerError("cannot read the GPU generation data %s: %s; run role topotune.instinct.drift_exporter "
+                           "again" % (knowledge_path, err)) from None
+    if not isinstance(knowledge, dict) or not isinstance(knowledge.get("generations"), list):
+        raise CheckerError("%s has no generations list; run role topotune.instinct.drift_exporter again" % knowledge_path)
+    options = dict(config.get("platform_checks") or {})
+    options["pending_cmdline"] = _pending(config)[0]
+    facts = gather(config["sysroot"])
+    results = run_checks(facts, knowledge, options)
+    generation = node_identity(facts, knowledge, options)["generation"]
+    counts = {status: 0 for status in STATUSES}
+    for item in results:
+        counts[item["status"]] = counts.get(item["status"], 0) + 1
+    families = [
+        ("topotune_platform_check_status", "gauge",
+         "Platform check result by check id: one series per check, its status label the current status, value 1.",
+         [({"check": item["id"], "status": item["status"]}, 1) for item in sorted(results, key=lambda r: r["id"])]),
+        ("topotune_platform_checks", "gauge", "Platform checks by status in the last check.",
+         [({"status": status}, counts[status]) for status in STATUSES]),
+    ]
+    return families, generation or "unknown"
+
+
+def _reboot_stage(config):
+    pending, readable = _pending(config)
+    if not readable:
+        raise CheckerError("cannot read %s: is sysroot %r right?" % (join(config["sysroot"], "proc/cmdline"),
+                                                                     config["sysroot"]))
+    system = os.path.exists(config.get("reboot_required_file") or "/run/reboot-required")
+    return [("topotune_reboot_pending", "gauge",
+             "1 when the node needs a reboot: kernel_parameters (topotune's GRUB drop-in configures parameters the "
+             "running kernel lacks), system (the distribution's /run/reboot-required flag).",
+             [({"reason": "kernel_parameters"}, int(bool(pending))), ({"reason": "system"}, int(system))])]
+
+
+def _cpu_seconds():
+    self_usage, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return self_usage.ru_utime + self_usage.ru_stime + children.ru_utime + children.ru_stime
+
+
+def check(config, now=time.time, previous=None):
+    """Run the stages; ``(families, errors)``. ``previous`` is the earlier errors counter (``previous_errors``)."""
+    started, started_mono = now(), time.monotonic()
+    families, errors, generation = [], {}, "unknown"
+    for stage in STAGES:
+        try:
+            if stage == "manifest":
+                families.extend(_manifest_stage(config))
+            elif stage == "platform_checks":
+                stage_families, generation = _platform_stage(config)
+                families.extend(stage_families)
+            else:
+                families.extend(_reboot_stage(config))
+        except (TopotuneError, OSError, ValueError, KeyError, TypeError) as err:
+            # the stage's series are left out (absent, not a false zero); the counter and success say why
+            errors[stage] = "%s: %s" % (type(err).__name__, err)
+    counter = dict(previous or {})
+    for stage in STAGES:
+        counter[stage] = counter.get(stage, 0) + (1 if stage in errors else 0)
+    families.extend([
+        ("topotune_info", "gauge", "topotune version and the GPU generation the platform checks detected; value 1.",
+         [({"version": TOPOTUNE_VERSION, "generation": generation}, 1)]),
+        (_ERRORS, "counter", "Checker stages that failed (the stage's metrics are then absent), since the textfile "
+         "was created.", [({"stage": stage}, counter[stage]) for stage in STAGES]),
+        ("topotune_drift_check_success", "gauge", "1 when every stage of the last check ran.", [({}, int(not errors))]),
+        ("topotune_drift_check_interval_seconds", "gauge",
+         "Longest time between two checks with the installed timer (OnUnitActiveSec + RandomizedDelaySec); 0 when "
+         "the timer is off (checks run only by hand).",
+         [({}, float(config.get("interval_seconds") or 0))]),
+        ("topotune_drift_check_duration_seconds", "gauge", "Wall-clock time of the last check.",
+         [({}, round(time.monotonic() - started_mono, 6))]),
+        ("topotune_drift_check_cpu_seconds", "gauge",
+         "CPU time (user + system, with its child processes) the last check's process used, interpreter start included.",
+         [({}, round(_cpu_seconds(), 6))]),
+        ("topotune_drift_check_last_end_time_seconds", "gauge", "Unix time at which the last check ended.",
+         [({}, round(max(now(), started), 3))]),
+    ])
+    return families, errors
+
+
+# ---------------------------------------------------------------------------------------------------- main
+_REQUIRED = ("manifest", "sysroot", "knowledge", "textfile")
+
+
+def load_config(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise CheckerError("cannot read the checker configuration %s: %s; run role topotune.instinct.drift_exporter "
+                           "to install it" % (path, err)) from None
+    if not isinstance(config, dict):
+        raise CheckerError("%s is not a JSON object; run role topotune.instinct.drift_exporter again" % path)
+    missing = [key for key in _REQUIRED if not (isinstance(config.get(key), str) and config[key].startswith("/"))]
+    if missing:
+        raise CheckerError("%s lacks %s (absolute paths); run role topotune.instinct.drift_exporter again"
+                           % (path, ", ".join(missing)))
+    return config
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="topotune-drift-check", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=DEFAULT_CONFIG, help="checker configuration (default: %(default)s)")
+    parser.add_argument("--stdout", action="store_true", help="print the metrics instead of writing the textfile")
+    args = parser.parse_args(argv)
+    lock = None
+    try:
+        config = load_config(args.config)
+        # the lock: one check at a time (the timer's, a manual run); a second one leaves at once, writing nothing
+        lock = os.open(args.config, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            sys.stdout.write("topotune-drift-check: another check holds the lock on %s; nothing done\n" % args.config)
+            return 0
+        textfile = config["textfile"]
+        earlier = None
+        try:
+            with open(textfile, encoding="utf-8") as handle:
+                earlier = handle.read()
+        except OSError:
+            pass
+        families, errors = check(config, previous=previous_errors(earlier))
+        text = render(families)
+        if args.stdout:
+            sys.stdout.write(text)
+        else:
+            # temp file + rename in the textfile directory: node_exporter reads the old or the new file, never part
+            write_atomic(None, textfile, text, 0o644, root_owned=os.geteuid() == 0)
+    except TopotuneError as err:
+        sys.stderr.write("topotune-drift-check: %s\n" % err)
+        return 2
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock
+    for stage, message in sorted(errors.items()):
+        sys.stderr.write("topotune-drift-check: stage %s failed: %s\n" % (stage, message))
+    return 1 if errors else 0

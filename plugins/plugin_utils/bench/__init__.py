@@ -1,0 +1,1 @@
+"""Scale-out advice from benchmark results."""

@@ -1,0 +1,1 @@
+"""Environment profiles and the container plan."""

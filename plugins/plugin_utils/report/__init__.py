@@ -1,0 +1,1 @@
+"""The HTML report: data, renderer, jinja2 templates."""

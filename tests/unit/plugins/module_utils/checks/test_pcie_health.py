@@ -1,0 +1,472 @@
+"""PCIe and RDMA health checks (module_utils/checks/pcie_health.py) on simulated nodes, their fault profiles and cited data."""
+
+import copy
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+with open(os.path.join(REPO, "knowledge", "pcie_health.yml"), encoding="utf-8") as _fh:
+    KNOWLEDGE = yaml.safe_load(_fh)
+with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as _fh:
+    GENERATIONS = yaml.safe_load(_fh)
+
+GOOD = "mi300x-8gpu-spx"
+# fault profile -> (check id, status, text the observation must name)
+FAULTS = {
+    "fault-acs-enabled": ("pci_acs", "fail", "0000:37:00.0 ACSCtl SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+"),
+    "fault-nic-far-numa": ("rdma_gpu_nic_affinity", "warn", "GPU 0000:0c:00.0 (NUMA 0) has no NIC of its own"),
+    "fault-aer-fatal": ("pcie_aer", "fail", "0000:af:00.0 fatal 1 (SDES)"),
+}
+
+# Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, the aer_dev_correctable sample output
+KERNEL_DOC_SAMPLE = """Receiver Error 2
+Bad TLP 0
+Bad DLLP 0
+RELAY_NUM Rollover 0
+Replay Timer Timeout 0
+Advisory Non-Fatal 0
+Corrected Internal Error 0
+Header Log Overflow 0
+TOTAL_ERR_COR 2
+"""
+
+
+def _by_id(results):
+    return {r["id"]: r for r in results}
+
+
+@pytest.fixture(scope="module")
+def facts_of(sim_tree):
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = ph.gather(sim_tree(name))
+        return cache[name]
+    return get
+
+
+def test_knowledge_is_sourced():
+    for key in ("acs", "rdma_affinity", "aspm", "ten_bit_tags", "ari", "large_bar", "aer"):
+        assert KNOWLEDGE[key]["source"].strip(), key
+    assert KNOWLEDGE["aer"]["fatal_max"] == 0 and KNOWLEDGE["aer"]["nonfatal_max"] == 0
+
+
+def test_good_profile_passes_every_check(facts_of):
+    results = ph.run_checks(facts_of(GOOD), KNOWLEDGE)
+    assert [r["id"] for r in results] == list(ph.CHECK_IDS)
+    assert {r["id"]: r["status"] for r in results} == {i: "pass" for i in ph.CHECK_IDS}
+    assert _by_id(results)["pci_acs"]["cvs"] == "test_check_pci_acs"
+    assert _by_id(results)["pci_acs"]["observed"] == "ACS off on 32 bridge(s) (0 without the capability)"
+
+
+@pytest.mark.parametrize("profile", sorted(FAULTS))
+def test_each_fault_fails_its_check_only(profile, facts_of):
+    check_id, status, text = FAULTS[profile]
+    results = _by_id(ph.run_checks(facts_of(profile), KNOWLEDGE))
+    assert results[check_id]["status"] == status
+    assert text in results[check_id]["observed"]
+    assert results[check_id]["remediation"] and results[check_id]["source"] == KNOWLEDGE[
+        {"pci_acs": "acs", "rdma_gpu_nic_affinity": "rdma_affinity", "pcie_aer": "aer"}[check_id]]["source"]
+    others = {i: r["status"] for i, r in results.items() if i != check_id}
+    assert set(others.values()) == {"pass"}, others
+
+
+def test_gather_resolves_the_pci_path(facts_of):
+    facts = facts_of(GOOD)
+    gpu = next(g for g in facts["gpus"] if g["bdf"] == "0000:0c:00.0")
+    assert gpu["path"] == ["0000:09:01.1", "0000:0a:00.0", "0000:0b:00.0"] and gpu["numa_node"] == 0
+    nic = next(n for n in facts["nics"] if n["name"] == "mlx5_0")
+    assert nic["bdf"] == "0000:0d:00.0" and nic["path"] == ["0000:09:01.1", "0000:0a:00.0", "0000:0b:01.0"]
+    assert len(gpu["config"]) == 4096 and gpu["aer"]["fatal"]["total"] == 0
+
+
+def test_affinity_pairs_each_gpu_with_the_nic_on_its_switch(facts_of):
+    aff = ph.nic_affinity(facts_of(GOOD))
+    assert [(p["gpu"], p["nic"], p["level"]) for p in aff["pairs"]][:2] == [
+        ("0000:0c:00.0", "mlx5_0", "switch"), ("0000:22:00.0", "mlx5_1", "switch")]
+    assert aff["nccl_ib_hca"] == "=" + ",".join("mlx5_%d" % k for k in range(8)) and aff["reason"] is None
+
+
+def test_far_nic_gives_no_suggestion_and_says_why(facts_of):
+    aff = ph.nic_affinity(facts_of("fault-nic-far-numa"))
+    assert aff["nccl_ib_hca"] is None
+    assert aff["reason"] == "GPU(s) 0000:0c:00.0 have no NIC below their own PCIe switch or root port"
+    far = next(p for p in aff["pairs"] if p["gpu"] == "0000:0c:00.0")
+    assert far == {"gpu": "0000:0c:00.0", "nic": "mlx5_0", "nic_bdf": "0000:a1:00.0", "level": "far"}
+
+
+def test_nic_on_a_numa_node_without_gpus_is_named(facts_of):
+    facts = copy.deepcopy(facts_of(GOOD))
+    facts["gpus"] = [g for g in facts["gpus"] if g["numa_node"] == 0]  # GPUs on NUMA 0 only
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["rdma_gpu_nic_affinity"]
+    assert res["status"] == "warn" and "NIC mlx5_4 (0000:a0:00.0) sits on NUMA node 1, which has no GPU" in res["observed"]
+
+
+def _truncated(facts, size):
+    out = copy.deepcopy(facts)
+    for dev in out["gpus"] + out["nics"]:
+        dev["config"] = dev["config"][:size]
+    out["bridges"] = {b: data[:size] for b, data in out["bridges"].items()}
+    return out
+
+
+def test_unprivileged_reads_are_unknown_with_the_reason(facts_of):
+    results = _by_id(ph.run_checks(_truncated(facts_of(GOOD), 64), KNOWLEDGE))
+    for check_id in ("pci_acs", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding"):
+        assert results[check_id]["status"] == "unknown", check_id
+        assert "64 bytes" in results[check_id]["observed"] and "root" in results[check_id]["observed"], check_id
+    # AER counters and NIC affinity need no config space; large BAR is judged by amdgpu's visible VRAM
+    assert results["pcie_aer"]["status"] == "pass" and results["rdma_gpu_nic_affinity"]["status"] == "pass"
+    assert results["gpu_large_bar"]["status"] == "pass"
+    assert "mem_info_vis_vram_total = mem_info_vram_total" in results["gpu_large_bar"]["observed"]
+
+
+@pytest.mark.parametrize("vis,status,text", [
+    (206158430208, "pass", "whole VRAM visible (192GB"),
+    (256 << 20, "warn", "0000:22:00.0 visible VRAM 256MB of 192GB"),   # a 256 MB BAR: today unknown without root
+    (None, "unknown", "no mem_info_vis_vram_total"),
+])
+def test_large_bar_without_root_from_the_visible_vram(facts_of, vis, status, text):
+    facts = _truncated(facts_of(GOOD), 64)
+    for gpu in facts["gpus"]:
+        if gpu["bdf"] == "0000:22:00.0":
+            gpu["vis_vram_bytes"] = vis
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["gpu_large_bar"]
+    assert res["status"] == status and text in res["observed"], res
+    if status == "warn":
+        assert "Above 4G Decoding" in res["remediation"]
+
+
+def test_large_bar_uses_config_space_when_readable(facts_of):
+    """Root read: the resizable BAR decides even when the visible VRAM would say otherwise."""
+    facts = copy.deepcopy(facts_of(GOOD))
+    for gpu in facts["gpus"]:
+        gpu["vis_vram_bytes"] = 256 << 20
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["gpu_large_bar"]
+    assert res["status"] == "pass" and res["observed"].startswith("BAR at 256GB")
+
+
+def _acs(data, value):
+    buf = bytearray(data)
+    pos = ph.ConfigSpace(data).ext_capabilities()[0x000D]
+    buf[pos + 6:pos + 8] = value.to_bytes(2, "little")
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("control,flags", [
+    (0x0080, "IORB+"),          # ACS Enhanced: I/O Request Blocking, invisible to lspci's ACSCtl line
+    (0x0300, "DSP_MT_RB+ DSP_MT_RR+"),
+    (0x1000, "UnclaimedRR+"),
+    (0x2000, "bit13+"),         # reserved: still not "ACS off"
+    (0x0001, "SrcValid+"),
+])
+def test_any_set_acs_control_bit_fails(facts_of, control, flags):
+    facts = copy.deepcopy(facts_of(GOOD))
+    facts["bridges"]["0000:37:00.0"] = _acs(facts["bridges"]["0000:37:00.0"], control)
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["pci_acs"]
+    assert res["status"] == "fail" and res["observed"] == "0000:37:00.0 ACSCtl %s (0x%04x)" % (flags, control), res
+
+
+@pytest.mark.parametrize("profile,status", [("fault-acs-enabled", "pass"), (GOOD, "warn")])
+def test_virtualization_host_expects_acs_on(facts_of, profile, status):
+    """AMD's virtualization BIOS table sets ACS Enabled: on such a host ACS on passes and ACS off warns."""
+    res = _by_id(ph.run_checks(facts_of(profile), KNOWLEDGE, options={"virtualization_host": True}))["pci_acs"]
+    assert res["status"] == status, res
+    assert "Virtualization" in res["source"] and "virtualization host" in res["expected"]
+    if status == "warn":
+        assert "ACS = Enabled" in res["remediation"]
+
+
+@pytest.mark.parametrize("generation,level", [("MI300X", "fail"), ("MI355X", "fail"), ("MI210", "warn"), (None, "warn")])
+def test_amd_required_bios_settings_fail_on_mi3xx(facts_of, generation, level):
+    """The acceptance docs' "Required BIOS Settings" (MI3xx): ten-bit tag support and ARI Enumeration/Support
+    Enabled; on MI200 (ten-bit tag Auto) the findings stay warnings."""
+    facts = copy.deepcopy(facts_of(GOOD))
+    _set_gpu(facts, "0000:0c:00.0", lambda b: _devctl2(b, 0))                          # 10-bit tag requester off
+    facts["bridges"]["0000:21:00.0"] = _devctl2(facts["bridges"]["0000:21:00.0"], 1 << 12)  # ARI forwarding off
+    gen = {"name": generation} if generation else None
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE, gen))
+    assert results["pcie_10bit_tags"]["status"] == level and results["pcie_ari_forwarding"]["status"] == level
+    if level == "fail":
+        assert "Required BIOS Settings" in results["pcie_10bit_tags"]["source"]
+        assert "PCIE ARI Enumeration" in results["pcie_ari_forwarding"]["remediation"]
+
+
+def test_standard_space_only_still_decodes_the_pcie_capability(facts_of):
+    results = _by_id(ph.run_checks(_truncated(facts_of(GOOD), 256), KNOWLEDGE))
+    assert results["pcie_aspm"]["status"] == "pass" and results["pcie_10bit_tags"]["status"] == "pass"
+    assert results["pci_acs"]["status"] == "unknown" and "extended space" in results["pci_acs"]["observed"]
+
+
+def test_flat_tree_without_hierarchy_is_unknown(facts_of):
+    facts = facts_of("mi250x-8gcd")  # a profile without pcie_tree: flat sys/bus/pci/devices dirs, no NICs
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE))
+    assert results["pci_acs"]["status"] == "unknown" and "not a link into sys/devices" in results["pci_acs"]["observed"]
+    assert results["rdma_gpu_nic_affinity"]["status"] == "unknown"
+    assert results["pcie_aer"]["status"] == "unknown"
+    assert ph.nic_affinity(facts)["nccl_ib_hca"] is None
+
+
+@pytest.mark.parametrize("edit,status,text", [
+    (lambda f: f["bridges"].__setitem__("0000:0b:00.0", _aspm(f["bridges"]["0000:0b:00.0"], 2)), "warn",
+     "0000:0b:00.0 L1"),
+    (lambda f: _set_gpu(f, "0000:0c:00.0", lambda b: _devctl2(b, 0)), "warn", "10-bit tag requester off on 0000:0c:00.0"),
+])
+def test_feature_checks_catch_a_change(edit, status, text, facts_of):
+    facts = copy.deepcopy(facts_of(GOOD))
+    edit(facts)
+    results = ph.run_checks(facts, KNOWLEDGE)
+    bad = [r for r in results if r["status"] != "pass"]
+    assert len(bad) == 1 and bad[0]["status"] == status and text in bad[0]["observed"]
+
+
+def _set_gpu(facts, bdf, change):
+    gpu = next(g for g in facts["gpus"] if g["bdf"] == bdf)
+    gpu["config"] = change(gpu["config"])
+
+
+def _aspm(data, value):
+    buf = bytearray(data)
+    buf[0x70] = (buf[0x70] & ~0x3) | value  # PCIe capability at 0x60 + LnkCtl 0x10
+    return bytes(buf)
+
+
+def _devctl2(data, value):
+    buf = bytearray(data)
+    buf[0x88:0x8A] = value.to_bytes(2, "little")  # PCIe capability at 0x60 + DevCtl2 0x28
+    return bytes(buf)
+
+
+def test_small_bar_and_ari_forwarding_off(facts_of):
+    facts = copy.deepcopy(facts_of(GOOD))
+    gpu = next(g for g in facts["gpus"] if g["bdf"] == "0000:22:00.0")
+    buf = bytearray(gpu["config"])
+    rebar = ph.ConfigSpace(gpu["config"]).ext_capabilities()[0x0015]
+    buf[rebar + 9] = 8  # current size 256 MB
+    gpu["config"] = bytes(buf)
+    facts["bridges"]["0000:21:00.0"] = _devctl2(facts["bridges"]["0000:21:00.0"], 1 << 12)  # ARI forwarding off
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE))
+    assert results["gpu_large_bar"]["status"] == "warn"
+    assert results["gpu_large_bar"]["observed"] == "0000:22:00.0 BAR 0 256MB of 256GB"
+    assert results["pcie_ari_forwarding"]["status"] == "warn"
+    assert results["pcie_ari_forwarding"]["observed"] == "ARI forwarding off on 0000:21:00.0 above 0000:22:00.0"
+
+
+@pytest.mark.parametrize("text,want", [
+    (KERNEL_DOC_SAMPLE, {"Receiver Error": 2, "Bad TLP": 0, "RELAY_NUM Rollover": 0, "total": 2}),
+    ("Undefined 0\nDLP 0\nSDES 3\nTOTAL_ERR_FATAL 3\n", {"Undefined": 0, "DLP": 0, "SDES": 3, "total": 3}),
+    ("garbage\n", None),
+    ("", None),
+    (None, None),
+    ("RxErr 5\n", {"RxErr": 5, "total": 5}),  # no TOTAL line: summed
+])
+def test_parse_aer(text, want):
+    got = ph.parse_aer(text)
+    if want is None:
+        assert got is None
+    else:
+        assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.parametrize("correctable,status", [(100, "pass"), (101, "warn")])
+def test_correctable_threshold_is_data(correctable, status, facts_of):
+    facts = copy.deepcopy(facts_of(GOOD))
+    facts["nics"][0]["aer"]["correctable"] = ph.parse_aer("RxErr %d\nTOTAL_ERR_COR %d\n" % (correctable, correctable))
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_aer"]["status"] == status
+
+
+def test_platform_checks_include_the_pcie_block(sim_tree):
+    facts = pc.gather(sim_tree("fault-acs-enabled"))
+    knowledge = dict(GENERATIONS, pcie_health=KNOWLEDGE)
+    results = _by_id(pc.run_checks(facts, knowledge, {"gpu_count": 8}))
+    assert results["pci_acs"]["status"] == "fail" and results["gpu_pcie_speed_width"]["status"] == "pass"
+
+
+def _launch(sim_model, profile, options):
+    files = render(sim_model(profile), dict({"sizes": [4]}, **options))["files"]
+    return {f["path"].rsplit("/", 1)[1]: f["content"] for f in files}
+
+
+def _env(text):
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_launch_env_gets_each_groups_nics_and_gid_unless_the_user_set_one(sim_tree, sim_model):
+    options = ph.launch_rdma_options(sim_tree(GOOD))
+    assert options["rdma_nics"]["0000:0c:00"] == "mlx5_0"
+    assert options["rdma_ports"]["mlx5_0"] == [{"port": 1, "active": True, "gid_index": 3, "gid_reason": None}]
+    files = _launch(sim_model, GOOD, options)
+    group0, group1 = _env(files["size4-group0.env"]), _env(files["size4-group1.env"])
+    assert group0["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1"
+    assert group1["NCCL_IB_HCA"] == "=mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+    assert group0["NCCL_IB_GID_INDEX"] == group1["NCCL_IB_GID_INDEX"] == "3"
+    assert "RDMA: NCCL_IB_GID_INDEX in each group's env file = 3, the RoCE v2 GID of its NICs' ports" in files["README"]
+    user = _launch(sim_model, GOOD, dict(options, extra_env={"NCCL_IB_HCA": "mlx5_7"}))
+    env = user["size4-group0.env"]
+    assert env.count("NCCL_IB_HCA=") == 1 and "NCCL_IB_HCA=mlx5_7\n" in env and "NCCL_IB_GID_INDEX" not in env
+    assert "NCCL_IB_HCA not set: NCCL_IB_HCA set by launch_templates_extra_env" in user["README"]
+    assert "NCCL_IB_GID_INDEX not set node-wide: NCCL_IB_HCA is not set (NCCL_IB_HCA set by" in user["README"]
+    gid = _launch(sim_model, GOOD, dict(options, extra_env={"NCCL_IB_GID_INDEX": "5"}))["size4-group0.env"]
+    assert gid.count("NCCL_IB_GID_INDEX=") == 1 and "NCCL_IB_GID_INDEX=5\n" in gid and "NCCL_IB_HCA==mlx5_0:1," in gid
+
+
+def _rccl_selects(value, devices):
+    """What RCCL's NCCL_IB_HCA filter keeps of ``devices`` (name, port): ncclIbInit and matchIfList/matchIf
+    (ROCm/rccl src/transport/net_ib.cc, src/misc/utils.cc): ^ excludes, then = compares whole names, otherwise
+    each entry is a prefix; :port limits an entry to a port."""
+    exclude = value.startswith("^")
+    value = value[1:] if exclude else value
+    exact = value.startswith("=")
+    value = value[1:] if exact else value
+    entries = [(e.partition(":")[0], int(e.partition(":")[2]) if e.partition(":")[2] else None)
+               for e in value.split(",") if e]
+
+    def match(name, port):
+        return any((name == ref if exact else name.startswith(ref)) and (want is None or want == port)
+                   for ref, want in entries)
+    return [(name, port) for name, port in devices if match(name, port) != exclude]
+
+
+def test_each_group_selects_exactly_its_nics_where_names_share_prefixes(sim_tree, sim_model):
+    """mlx5_1 as a prefix also selects mlx5_10..mlx5_19: on a node with 20 RDMA devices (two per NIC port and
+    storage NICs) only the exact names keep a group on its own NICs."""
+    options = ph.launch_rdma_options(sim_tree(GOOD))
+    devices = [("mlx5_%d" % k, 1) for k in range(20)]
+    files = _launch(sim_model, GOOD, options)
+    for group, nics in ((0, range(4)), (1, range(4, 8))):
+        value = _env(files["size4-group%d.env" % group])["NCCL_IB_HCA"]
+        assert _rccl_selects(value, devices) == [("mlx5_%d" % k, 1) for k in nics]
+    # the same list without =: group 0 would also take mlx5_10..mlx5_19, the other group's rails and the rest
+    loose = _rccl_selects(_env(files["size4-group0.env"])["NCCL_IB_HCA"].lstrip("="), devices)
+    assert [name for name, _port in loose] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"] + [
+        "mlx5_%d" % k for k in range(10, 20)]
+    # the nic_affinity suggestion (platform check observation) is exact as well
+    assert _rccl_selects(ph.nic_affinity(ph.gather(sim_tree(GOOD)))["nccl_ib_hca"], devices) == devices[:8]
+
+
+def test_groups_whose_ports_disagree_on_the_gid_index_get_none(sim_tree, sim_model):
+    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options["rdma_ports"]["mlx5_5"][0]["gid_index"] = 5  # another address before the IPv4 one on that netdev
+    files = _launch(sim_model, GOOD, options)
+    assert _env(files["size4-group0.env"])["NCCL_IB_GID_INDEX"] == "3"
+    assert "NCCL_IB_GID_INDEX" not in _env(files["size4-group1.env"])
+    assert ("NCCL_IB_GID_INDEX not set node-wide: the RoCE v2 GID is at different indices on these ports (mlx5_0:1 3, "
+            in files["README"])
+    assert "the groups whose ports agree have it in their env files (3)" in files["README"]
+
+
+def test_a_nic_without_an_active_port_gets_no_suggestion(sim_tree, sim_model):
+    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options["rdma_ports"]["mlx5_2"][0]["active"] = False
+    files = _launch(sim_model, GOOD, options)
+    assert "NCCL_IB_HCA" not in _env(files["size4-group0.env"]) and "NCCL_IB_GID_INDEX" not in _env(
+        files["size4-group0.env"])
+    assert _env(files["size4-group1.env"])["NCCL_IB_HCA"] == "=mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1"
+    assert "NCCL_IB_HCA not set: mlx5_2 has no ACTIVE port (sys/class/infiniband/mlx5_2/ports/*/state)" in files[
+        "README"]
+
+
+def test_launch_readme_says_why_no_nic_is_set(facts_of, sim_model):
+    aff = ph.nic_affinity(facts_of("fault-nic-far-numa"))
+    files = _launch(sim_model, GOOD, {"rdma_reason": aff["reason"]})
+    assert "NCCL_IB_HCA" not in files["size4-group0.env"] and "NCCL_IB_GID_INDEX" not in files["size4-group0.env"]
+    assert ("RDMA: NCCL_IB_HCA not set: GPU(s) 0000:0c:00.0 have no NIC below their own PCIe switch or root port"
+            in files["README"])
+
+
+# --- RDMA ports and their GID tables --------------------------------------------------------------------------
+SHOW_GIDS = os.path.join(REPO, "tests", "fixtures", "acceptance", "show_gids__connectx6-mlx5_0__ibm-spectrumscale-pr-4.txt")
+
+
+def _gid_tree(root, rows, table_len=16, link_layer="Ethernet", state="4: ACTIVE"):
+    """sys/class/infiniband/<dev>/ports/<n> as drivers/infiniband/core/sysfs.c shows it, from (dev, port, index,
+    gid, version, netdev) rows: every table entry has gids/<i> (zeros when empty), filled ones types/ndevs."""
+    for dev, port, index, gid, version, netdev in rows:
+        pdir = root / "sys" / "class" / "infiniband" / dev / "ports" / str(port)
+        for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+            (pdir / sub).mkdir(parents=True, exist_ok=True)
+        (pdir / "state").write_text(state + "\n")
+        (pdir / "link_layer").write_text(link_layer + "\n")
+        for empty in range(table_len):
+            if not (pdir / "gids" / str(empty)).exists():
+                (pdir / "gids" / str(empty)).write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
+        (pdir / "gids" / str(index)).write_text(gid + "\n")
+        (pdir / "gid_attrs" / "types" / str(index)).write_text({"v1": "IB/RoCE v1", "v2": "RoCE v2"}[version] + "\n")
+        if netdev:
+            (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(netdev + "\n")
+    return str(root)
+
+
+def _show_gids_rows():
+    """The capture's table: DEV PORT INDEX GID [IPv4] VER DEV (the IPv4 column is empty for link-local GIDs)."""
+    with open(SHOW_GIDS, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    rows = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[2].isdigit():
+            rows.append((fields[0], int(fields[1]), int(fields[2]), fields[3], fields[-2], fields[-1]))
+    return rows
+
+
+def test_the_connectx6_capture_has_its_ipv4_roce_v2_gid_at_index_5_not_3(tmp_path):
+    """show_gids on a ConnectX-6 (tests/fixtures/acceptance/...source.md): index 3 is a link-local RoCE v2 GID, the
+    IPv4 one is 5, so AMD's node-wide NCCL_IB_GID_INDEX=3 would send from a link-local address there."""
+    rows = _show_gids_rows()
+    assert len(rows) == 6
+    [port] = ph.read_rdma_ports(_gid_tree(tmp_path, rows), "mlx5_0")
+    assert port["port"] == 1 and port["active"] and port["link_layer"] == "Ethernet" and len(port["gids"]) == 16
+    assert port["gids"][3]["type"] == "RoCE v2" and port["gids"][3]["gid"].startswith("fe80:")
+    assert ph.roce_v2_gid_index(port) == (5, None)
+
+
+def _port(entries, link_layer="Ethernet"):
+    return {"port": 1, "state": "4: ACTIVE", "active": True, "link_layer": link_layer,
+            "gids": [dict(zip(("index", "gid", "type", "ndev"), e)) for e in entries]}
+
+
+LINK_LOCAL = "fe80:0000:0000:0000:ba3f:d2ff:fe00:1c2d"
+IPV4 = "0000:0000:0000:0000:0000:ffff:0a00:0001"
+IPV6 = "fd00:0000:0000:0001:0000:0000:0000:0001"
+ZERO = "0000:0000:0000:0000:0000:0000:0000:0000"
+
+
+@pytest.mark.parametrize("entries,link_layer,want,why", [
+    # the IPv4 RoCE v2 entry, as RCCL >= 2.21 picks it with NCCL_IB_ADDR_FAMILY=AF_INET
+    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0"), (2, IPV4, "IB/RoCE v1", "eth0"),
+      (3, IPV4, "RoCE v2", "eth0")], "Ethernet", 3, None),
+    # IPv4 before a global IPv6 address, whatever the table order
+    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0"), (5, IPV4, "RoCE v2", "eth0")], "Ethernet", 5,
+     None),
+    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0")], "Ethernet", 3, None),
+    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0")], "Ethernet", None,
+     "only link-local RoCE v2 GIDs (index 1)"),
+    ([(2, IPV4, "IB/RoCE v1", "eth0"), (3, IPV4, "RoCE v2", None), (4, ZERO, None, None)], "Ethernet", None,
+     "no RoCE v2 GID with a netdev"),
+    ([(0, "fe80:0000:0000:0000:b83f:d203:0000:1c2d", "IB/RoCE v1", None)], "InfiniBand", None, "is InfiniBand"),
+    ([], "Ethernet", None, "no GID table"),
+    ([(3, IPV4, "RoCE v2", "eth0")], None, None, "link layer unreadable"),
+])
+def test_roce_v2_gid_choice(entries, link_layer, want, why):
+    index, reason = ph.roce_v2_gid_index(_port(entries, link_layer))
+    assert index == want and (why is None) == (reason is None)
+    if why:
+        assert why in reason
+
+
+def test_the_simulated_ports_read_like_the_kernels(sim_tree):
+    [port] = ph.read_rdma_ports(sim_tree(GOOD), "mlx5_3")
+    assert (port["port"], port["state"], port["active"], port["link_layer"]) == (1, "4: ACTIVE", True, "Ethernet")
+    filled = [g for g in port["gids"] if g["type"]]
+    assert [(g["index"], g["type"]) for g in filled] == [
+        (0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"), (3, "RoCE v2")]
+    assert {g["ndev"] for g in filled} == {"enp93s0np0"} and port["gids"][3]["gid"] == "0000:0000:0000:0000:0000:ffff:0a03:0001"
+    assert all(g["gid"] == ZERO and g["ndev"] is None for g in port["gids"][4:])
+    assert ph.read_rdma_ports(sim_tree(GOOD), "mlx5_99") == []

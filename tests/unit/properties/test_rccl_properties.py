@@ -1,0 +1,192 @@
+"""Property-based tests of the rccl-tests / nccl-tests parser on the real captures (hypothesis).
+
+Truncated, noisy, prefixed, reordered or mutated captures may parse or be refused, but the only exception is
+the project's own (``RcclParseError``, a ``TopotuneError``) with a one-line message; realistic launcher and
+log prefixes parse to the same rows as the plain capture. Runs are derandomized (fixed examples) and bounded.
+"""
+
+import datetime
+import glob
+import os
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import RcclParseError, compare_busbw, parse_perf
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+PATHS = {os.path.basename(p): p for folder in ("smi", "acceptance")
+         for p in glob.glob(os.path.join(FIXTURES, folder, "*_perf*.txt"))}
+CAPTURES = sorted(PATHS)
+TEXTS = {}
+for _name in CAPTURES:
+    with open(PATHS[_name], newline="") as _handle:
+        TEXTS[_name] = _handle.read()
+PARSED = {}
+for _name in CAPTURES:
+    try:
+        PARSED[_name] = parse_perf(TEXTS[_name], _name)
+    except RcclParseError:
+        pass
+EXPECTATIONS = {"generations": [{"name": "X", "criteria": [
+    {"busbw_gbs": 10, "message_bytes": size, "column": column, "ranks": ranks, "nodes": 1,
+     "collective": "all_reduce_perf"}
+    for size in (1048576, 134217728, 8589934592) for column in ("in_place", "out_of_place") for ranks in (None, 2)]}]}
+
+with open(os.path.join(REPO, "knowledge", "rccl_expectations.yml")) as _handle:
+    AMD = yaml.safe_load(_handle)
+
+SETTINGS = settings(derandomize=True, max_examples=1000, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+captures = st.sampled_from(CAPTURES)
+parsed_captures = st.sampled_from(sorted(PARSED))
+# noise: what log collectors and launchers interleave, and what the parser's own patterns look for
+noise_lines = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=60),
+    st.sampled_from(["#", "# Avg bus bandwidth : ", "# Avg bus bandwidth : nan", "# Out of bounds values : 1 FAILED",
+                     "#  size count type redop root time algbw busbw #wrong", "in-place", "out-of-place in-place",
+                     "0 0 float sum -1 1 1 1 0 1 1 1 0", "8 2 float sum -1 1.0 0.00 0.00 N/A",
+                     "# nThread 1 nGpus 1 minBytes 0 maxBytes 0 step: 0(factor)", "# Testing 2 cycle.",
+                     "host:1:2 [0] NCCL INFO Bootstrap", "gpu-1: Test CUDA failure common.cu:1 'x'",
+                     "#   Rank  0 Pid 1 on h device 0 [0x0c] X", "\x1b[31m# Collective test starting: x\x1b[0m",
+                     "1e308 1e308 float sum -1 inf nan -0 1e400 1 1 1 1", "\t\x00\x0b"]))
+
+
+def _check(text, name="capture"):
+    """Parse; a refusal is the project's error in one line. Returns the result or None."""
+    try:
+        result = parse_perf(text, name)
+    except RcclParseError as err:
+        assert isinstance(err, TopotuneError) and "\n" not in str(err) and str(err)
+        return None
+    assert isinstance(result["rows"], list) and result["rows"]
+    assert all(isinstance(w, str) and "\n" not in w for w in result["warnings"])
+    # the tools' rule: within one cycle of a series (type, op, root) the printed sizes never decrease
+    for rows in [result["rows"]] + result["extra_cycles"]:
+        last = {}
+        for row in rows:
+            key = (row["type"], row["redop"], row["root"])
+            assert row["size"] >= last.get(key, 0), (key, row["size"], last)
+            last[key] = row["size"]
+    for expectations in (EXPECTATIONS, AMD):
+        for generation in ("X", None, "unknown", "MI210", "MI355X", "MI300X"):
+            comparison = compare_busbw(result, expectations, generation)
+            assert comparison["status"] in ("ok", "warn", "below", "failed", "unknown") and comparison["reason"]
+            assert "\n" not in comparison["reason"]
+            if comparison["status"] in ("ok", "warn"):
+                assert comparison["measured_busbw"] is not None and comparison["measured_busbw"] >= (
+                    comparison["expected_busbw"])
+    return result
+
+
+@SETTINGS
+@given(name=captures, data=st.data())
+def test_truncation_anywhere(name, data):
+    text = TEXTS[name]
+    cut = data.draw(st.integers(0, len(text)))
+    _check(text[:cut])
+    _check(text[cut:])
+
+
+@SETTINGS
+@given(name=captures, data=st.data())
+def test_line_noise(name, data):
+    lines = TEXTS[name].split("\n")
+    for _count in range(data.draw(st.integers(1, 4))):
+        lines.insert(data.draw(st.integers(0, len(lines))), data.draw(noise_lines))
+    _check("\n".join(lines))
+
+
+@SETTINGS
+@given(name=captures, data=st.data())
+def test_token_mutation(name, data):
+    lines = TEXTS[name].split("\n")
+    index = data.draw(st.integers(0, len(lines) - 1))
+    tokens = lines[index].split()
+    if tokens:
+        position = data.draw(st.integers(0, len(tokens) - 1))
+        odd = ["N/A", "-1", "1e+06", "nan", "inf", "*", "0*", "", "#wrong", "time", "in-place", "1.5", "-0"]
+        tokens[position] = data.draw(st.one_of(st.sampled_from(odd), st.text(max_size=8)))
+        lines[index] = " ".join(tokens)
+    _check("\n".join(lines))
+
+
+@SETTINGS
+@given(name=captures, data=st.data())
+def test_reordering(name, data):
+    lines = TEXTS[name].split("\n")
+    _check("\n".join(data.draw(st.permutations(lines))))
+    start = data.draw(st.integers(0, len(lines)))
+    _check("\n".join(lines[start:] + lines[:start]))      # rotated: a log read from the middle
+
+
+@SETTINGS
+@given(name=captures, prefix=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+                                     max_size=12))
+def test_any_prefix(name, prefix):
+    _check("\n".join(prefix + line for line in TEXTS[name].split("\n")))
+
+
+_BASE = datetime.datetime(2025, 3, 2, 10, 0, 0)
+hostnames = st.from_regex(r"[a-z]{1,8}[0-9]{0,3}(-[a-z0-9]{1,4})?", fullmatch=True)
+prefixes = st.one_of(
+    st.builds(lambda a, b: lambda n: "[%d,%d]<stdout>:" % (a, b), st.integers(0, 9), st.integers(0, 511)),
+    st.builds(lambda task: lambda n: "%2d: " % task, st.integers(0, 99)),
+    st.builds(lambda host: lambda n: "%s: " % host, hostnames),
+    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(milliseconds=n * step)).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ "), st.integers(1, 90000)),
+    st.builds(lambda step, host: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
+        "%b %d %H:%M:%S ") + host + " rccl[4242]: ", st.integers(0, 4000), hostnames),
+    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
+        "[%Y-%m-%d %H:%M:%S] [1,0]<stdout>:"), st.integers(0, 4000)),
+)
+
+
+@SETTINGS
+@given(name=parsed_captures, make=prefixes)
+def test_launcher_and_log_prefixes_parse_to_the_same_rows(name, make):
+    text = "\n".join(make(number) + line for number, line in enumerate(TEXTS[name].split("\n")))
+    result = _check(text, name)
+    plain = PARSED[name]
+    assert result is not None and result["prefixes"]
+    keys = ("rows", "extra_cycles", "avg_busbw", "groups", "n_ranks", "hosts", "params", "out_of_bounds", "complete",
+            "failed", "wrong_rows", "collective")
+    assert {k: result[k] for k in keys} == {k: plain[k] for k in keys}
+
+
+def _row_block(text):
+    """(lines, index of the first and of the last result row) of a capture whose rows are plain lines."""
+    lines = text.split("\n")
+    rows = [i for i, line in enumerate(lines) if line.split()[:1] and line.split()[0].isdigit()]
+    return lines, rows[0], rows[-1]
+
+
+# captures whose table is one block of plain row lines (no launcher prefix, no cycle already)
+BLOCKS = sorted(name for name in PARSED if "Testing" not in TEXTS[name] and not PARSED[name]["prefixes"])
+
+
+@SETTINGS
+@given(name=st.sampled_from(BLOCKS), times=st.integers(1, 3), marker=st.booleans())
+def test_cycles_of_a_run_parse_to_the_same_rows(name, times, marker):
+    # -N / -s cycles print the sweep again (rccl-tests: '# Testing N cycle.' before each); sizes repeated inside
+    # the sweep (alltoall's size-0 rows) must not start a cycle, a restart of the sweep must
+    lines, first, last = _row_block(TEXTS[name])
+    block = [line for line in lines[first:last + 1] if line.strip()]
+    table = []
+    for cycle in range(times):
+        table += (["# Testing %d cycle." % (cycle + 1)] if marker else []) + block
+    result = _check("\n".join(lines[:first] + table + lines[last + 1:]), name)
+    assert result is not None
+    assert result["n_cycles"] == times and len(result["rows"]) == len(block)
+    assert result["rows"] == PARSED[name]["rows"] and result["extra_cycles"] == [result["rows"]] * (times - 1)
+
+
+@pytest.mark.parametrize("name", sorted(PARSED))
+def test_the_captures_parse(name):
+    # the properties above start from these: every parseable capture parses unchanged
+    assert _check(TEXTS[name], name) is not None

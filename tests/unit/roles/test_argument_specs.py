@@ -1,0 +1,156 @@
+"""Every role declares exactly its defaults in meta/argument_specs.yml, with a description and a type."""
+
+import json
+import os
+import re
+
+import pytest
+import yaml
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROLES_DIR = os.path.join(REPO, "roles")
+ROLES = sorted(d for d in os.listdir(ROLES_DIR) if os.path.isdir(os.path.join(ROLES_DIR, d))) if os.path.isdir(ROLES_DIR) else []
+
+
+def _load(role, *parts):
+    path = os.path.join(ROLES_DIR, role, *parts)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle) or {}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_has_the_standard_layout(role):
+    for part in ("defaults/main.yml", "meta/argument_specs.yml", "meta/main.yml", "tasks/main.yml", "README.md"):
+        assert os.path.isfile(os.path.join(ROLES_DIR, role, part)), "%s lacks %s" % (role, part)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_specs_match_defaults(role):
+    defaults = _load(role, "defaults", "main.yml") or {}
+    specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
+    options = (specs.get("main") or {}).get("options") or {}
+    only_defaults, only_specs = sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults))
+    assert not only_defaults and not only_specs, "%s: only in defaults %s; only in argument_specs %s" % (role, only_defaults, only_specs)
+
+
+# The drift entry point (playbooks/drift.yml, full mode) also requires the play's discovery, which the play registers
+# and every role already reads: a collection-wide input, not a role variable, and never an option of main.
+SHARED_INPUTS = {"topotune_discovery"}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_option_is_prefixed_described_and_typed(role):
+    specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
+    for entry, spec in specs.items():
+        for name, option in (spec.get("options") or {}).items():
+            assert name.startswith(role + "_") or (entry != "main" and name in SHARED_INPUTS), \
+                "%s.%s: option %s is not prefixed with %s_" % (role, entry, name, role)
+            assert option.get("description"), "%s.%s: %s has no description" % (role, entry, name)
+            assert option.get("type"), "%s.%s: %s has no type" % (role, entry, name)
+
+
+# One way to do each thing (issue 15): meta/argument_specs.yml owns types and choices, knowledge/ owns AMD facts and
+# enums; vars/main.yml and the preflight asserts keep only policy and cross-field rules.
+
+KNOWLEDGE = os.path.join(REPO, "knowledge")
+_TYPE_RECHECKS = {"bool": ("is not boolean", "is boolean"), "dict": ("is not mapping", "is mapping"),
+                  "list": ("is not sequence", "is string or")}
+
+
+def _options(role):
+    return ((_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {}).get("main") or {}).get("options") or {}
+
+
+def _role_text(role):
+    text = []
+    for sub in ("vars", "tasks"):
+        folder = os.path.join(ROLES_DIR, role, sub)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                text.append(handle.read())
+    return "\n".join(text)
+
+
+def _knowledge(name):
+    with open(os.path.join(KNOWLEDGE, name + ".yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
+    internals = _load(role, "vars", "main.yml") or {}
+    text = _role_text(role)
+    for name, option in _options(role).items():
+        if option.get("choices"):
+            copies = [k for k, v in internals.items() if isinstance(v, list) and sorted(map(str, v)) == sorted(map(str, option["choices"]))]
+            assert not copies, "%s: %s repeat the choices of %s (argument_specs owns them)" % (role, copies, name)
+            assert not re.search(r"\b%s\s+(not\s+)?in\b" % name, text), "%s: %s is checked against its choices again" % (role, name)
+        for phrase in _TYPE_RECHECKS.get(option.get("type"), ()):
+            assert "%s %s" % (name, phrase) not in text, "%s: the type of %s (%s) is checked again" % (role, name, option["type"])
+
+
+@pytest.mark.parametrize("option", ["rocm_env.rocm_env_profile", "container_runtime.container_runtime_profile"])
+def test_profile_choices_are_the_knowledge_profiles(option):
+    role, name = option.split(".")
+    assert _options(role)[name]["choices"] == list(_knowledge("env_profiles")["profiles"])
+
+
+def test_launch_templates_choices_are_launch_render_constants():
+    from ansible_collections.topotune.instinct.plugins.module_utils.launch import render as launch_render
+    options = _options("launch_templates")
+    for name, constant in (("visible_devices_env", "VISIBLE_ENVS"), ("visible_devices_scope", "SCOPES"),
+                           ("cpu_binding", "CPU_BINDINGS")):
+        assert options["launch_templates_" + name]["choices"] == list(getattr(launch_render, constant)), name
+        with open(os.path.join(REPO, "plugins", "modules", "launch_templates.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        assert '"choices": list(%s)' % constant in source, "the module's %s choices are not launch_render.%s" % (name, constant)
+
+
+def test_refused_capabilities_are_the_knowledge_ones():
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FORBIDDEN_CAPS
+
+    forbidden = {entry["name"] for entry in _knowledge("container_flags")["forbidden"]} - {"privileged"}
+    assert set(FORBIDDEN_CAPS) == forbidden
+    assert "SYS_RAWIO" not in _role_text("container_runtime"), "container_runtime spells out a refused capability"
+
+
+def test_required_kernel_parameters_come_from_knowledge():
+    from ansible_collections.topotune.instinct.plugins.filter.kernel_params import kernel_params
+
+    generations = _knowledge("gpu_generations")
+    default = _load("kernel_tuning", "defaults", "main.yml")["kernel_tuning_cmdline"]
+    assert isinstance(default, str) and "topotune.instinct.kernel_params" in default
+    assert _options("kernel_tuning")["kernel_tuning_cmdline"]["default"] == default
+    tokens = [["%s=%s" % (e["name"], e["value"]) if "value" in e else e["name"] for e in kernel_params(topology, generations)]
+              for topology in ({}, {"gpus": [{"device_id": "0x74A0"}]}, {"gpus": [{"device_id": "0x74a1"}]})]
+    mi300a = next(g for g in generations["generations"] if g["name"] == "MI300A")
+    assert tokens == [generations["tables"]["kernel_params_common"]["required"], mi300a["kernel_params"]["required"],
+                      generations["tables"]["kernel_params_common"]["required"]]
+    assert {"transparent_hugepage=always", "numa_balancing=disable"} <= set(tokens[1])
+    # nowhere else: role files, the platform checks' fallback
+    with open(os.path.join(REPO, "plugins", "module_utils", "checks", "platform_checks.py"), encoding="utf-8") as handle:
+        assert "pci=bfsort" not in handle.read()
+    for role in ROLES:
+        values = [_load(role, "defaults", "main.yml"), [o.get("default") for o in _options(role).values()], _load(role, "vars", "main.yml")]
+        assert "realloc" not in json.dumps(values), "%s spells out a kernel parameter (knowledge owns them)" % role
+
+
+def test_topology_chain_is_the_filters():
+    from ansible_collections.topotune.instinct.plugins.filter.node_topology import node_topology
+
+    given, inventory = {"gpus": [1], "identity": {}}, {"gpus": [2], "identity": {}}
+    discovery = {"topology": {"gpus": [3], "identity": {}}}
+    assert node_topology(given, inventory, discovery) is given
+    assert node_topology({}, inventory, discovery) is inventory
+    assert node_topology({}, {}, discovery) == {"gpus": [3], "identity": {}}
+    assert node_topology({}, {}, {"skipped": True}) == {}
+    # a model without identity gets the one discovery would have given it
+    assert node_topology({}, {"gpus": [{"index": 0, "device_id": "0x74a9"}]}, {})["identity"]["product"] == "MI300X HF"
+    for top in ("roles", "playbooks"):
+        for root, _dirs, files in os.walk(os.path.join(REPO, top)):
+            for name in files:
+                if name.endswith(".yml"):
+                    with open(os.path.join(root, name), encoding="utf-8") as handle:
+                        assert "topotune_discovery.topology if" not in handle.read(), os.path.join(root, name)
