@@ -47,9 +47,11 @@ EXPECTED = {
     "mi210-8gpu-2hive": None,
     "mi250x-8gcd": None,
     "mi300x-8gpu-2cpu": None,
+    "mi300x-8gpu-2cpu-minors": None,
     "mi300x-8gpu-cpx": None,
     "mi300x-8gpu-cpx64": None,
     "mi300x-8gpu-spx": None,
+    "mi300x-hf-8gpu-spx": None,
     "mi308x-cpx": None,
 }
 

@@ -190,7 +190,7 @@ def test_installed_files_are_root_owned_and_not_writable_by_others(node):
              "/usr/local/lib/topotune/knowledge.json /etc/topotune/drift-exporter/config.json "
              "/etc/systemd/system/topotune-drift-check.service /etc/systemd/system/topotune-drift-check.timer").stdout
     rows = [line.split(" ", 2) for line in out.splitlines()]
-    assert len(rows) == 17, out  # the script, 12 module files with __init__.py, knowledge, config, 2 units
+    assert len(rows) == 19, out  # the script, 13 module files with __init__.py, knowledge, config, 2 units
     for owner, mode, path in rows:
         assert owner == "root:root" and not int(mode, 8) & 0o022, (owner, mode, path)
     # the node's copy is the collection's code, byte for byte
@@ -246,8 +246,8 @@ def test_node_exporter_serves_metrics_that_promtool_accepts(node):
     lint = subprocess.run(["docker", "exec", "-i", NODE, "promtool", "check", "metrics"], input=ours, text=True,
                           capture_output=True, check=False)
     assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
-    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 36 checks after site.yml here
-    assert len(series) == 11 + 36 + 19, series
+    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 45 checks after site.yml here
+    assert len(series) == 11 + 45 + 19, series
 
 
 def test_prometheus_names_the_drifted_node_and_clears_after_correction(node):

@@ -181,7 +181,8 @@ def test_nfd_feature_file_on_the_nodes(nodes):
         labels = dict(line.split("=", 1) for line in lines)
         report = json.loads((nodes["work"] / "out" / "checks" / ("%s.json" % node)).read_text())
         assert labels == {prefix + name: value for name, value in {
-            "gpu.generation": "MI300X", "gpu.count": "8", "gpu.logical-count": "8", "gpu.compute-partition": "SPX",
+            "gpu.generation": "MI300X", "gpu.product": "MI300X", "gpu.kind": "physical", "gpu.count": "8",
+            "gpu.logical-count": "8", "gpu.compute-partition": "SPX",
             "gpu.memory-partition": "NPS1", "gpu.xgmi-hives": "1", "numa.nodes": "1",
             "checks.passing": "yes" if report["summary"]["fail"] == 0 else "no",
             "checks.failing": str(report["summary"]["fail"]), "version": "0.1.0"}.items()}, labels
