@@ -14,22 +14,24 @@ description:
     facts and C(knowledge/container_flags.yml) (never C(--privileged), C(SYS_RAWIO) or C(ALL); what the profile adds
     comes from its data in C(knowledge/env_profiles.yml)), checks the device nodes, the users and the tooling, and
     returns the flag files' and the fragment's text as M(topotune.instinct.managed_files) entries, the users to add to
-    the device groups and what the role manages. It writes nothing.
+    the device groups and what the role manages. It writes nothing; it reads the device nodes with
+    M(topotune.instinct.gpu_device_access) unless O(device_facts) gives them.
   - >-
     The node's model is the first of O(topology), O(inventory_topology) and O(discovery) (the order of the
     C(topotune.instinct.node_topology) filter); only when none has one is the read-only
     M(topotune.instinct.gpu_topology) module run on the node.
   - >-
-    Fails, before the topology is read, naming every wrong input with its value and the fix; and, with O(strict),
-    naming every failed check with its remediation.
+    Fails, before anything is read from the node, naming every wrong input with its value and the fix; and, with
+    O(strict), naming every failed check with its remediation.
   - The decision is C(plugins/plugin_utils/container_flags.py) C(role_plan); the files start with the play's
     C(ansible_managed) as a comment (default C(Ansible managed)).
 version_added: "0.3.0"
 options:
   device_facts:
-    description: The result of M(topotune.instinct.gpu_device_access) on the node.
+    description:
+      - The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only module is run on
+        the node with O(sysroot) and O(users), after the input check.
     type: dict
-    required: true
   profile:
     description: Container profile, a profile of C(knowledge/env_profiles.yml).
     type: str
@@ -93,7 +95,7 @@ options:
     type: bool
     default: true
   sysroot:
-    description: Root under which gpu_topology reads; not C(/) means simulated device nodes (regular files) pass.
+    description: Root under which gpu_topology and gpu_device_access read; not C(/) means simulated device nodes (regular files) pass.
     type: str
     default: /
   output_dir:
@@ -137,23 +139,17 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: It writes nothing; the gpu_topology read runs in check mode too.
+    details: It writes nothing; the gpu_topology and gpu_device_access reads run in check mode too.
   diff_mode:
     support: none
     details: The M(topotune.instinct.managed_files) call that writes the files shows the diff.
 """
 
 EXAMPLES = r"""
-- name: Read the device nodes
-  topotune.instinct.gpu_device_access:
-    users: [trainer]
-  register: devices
-
 - name: Plan the flags of 4-GPU launch groups
   topotune.instinct.container_runtime:
     group_size: 4
     users: [trainer]
-    device_facts: "{{ devices }}"
     discovery: "{{ topotune_discovery }}"
   register: plan
 

@@ -23,15 +23,17 @@ DEVICES = {"kfd": node("/dev/kfd"), "render_nodes": [node("/dev/dri/renderD128",
            "docker": {"present": True, "path": "/usr/bin/dockerd"}, "amd_ctk": {"present": False, "path": None}, "users": {}}
 
 
-def run(module, args, discovered=None, task_vars=None, templar=None):
-    """Run the action with ``args``; ``discovered`` is what the gpu_topology module returns on the node. Returns
-    (result, the module calls made)."""
+def run(module, args, discovered=None, task_vars=None, templar=None, devices=None):
+    """Run the action with ``args``; ``discovered`` is what the gpu_topology module returns on the node, ``devices``
+    what gpu_device_access returns. Returns (result, the module calls made)."""
     task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
     action = module.ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=templar, shared_loader_obj=None)
     calls = []
 
     def execute(module_name, module_args, task_vars):
         calls.append((module_name, module_args))
+        if module_name == "topotune.instinct.gpu_device_access":
+            return dict(devices or {"failed": True, "msg": "permission denied"})
         return dict(discovered or {"failed": True, "msg": "no KFD topology under /x"})
 
     action._execute_module = execute
@@ -96,3 +98,15 @@ def test_container_runtime_reads_the_topology_only_after_the_input_check():
     assert calls == [("topotune.instinct.gpu_topology", {"sysroot": "/sim"})] and result["groups"][0]["gpus"] == [0, 1]
     with pytest.raises(AnsibleActionFail, match="cannot read the node's GPU topology under /sim"):
         run(container_runtime, {"device_facts": DEVICES, "sysroot": "/sim"})
+
+
+def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check():
+    with pytest.raises(AnsibleActionFail, match="container_runtime_output_dir must be an absolute path") as failed:
+        run(container_runtime, {"output_dir": "out", "topology": MODEL}, devices=DEVICES)
+    assert "Traceback" not in str(failed.value)
+    devices = dict(DEVICES, users={"trainer": {"exists": True, "groups": ["trainer"]}})
+    result, calls = run(container_runtime, {"topology": MODEL, "sysroot": "/sim", "users": ["trainer"]}, devices=devices)
+    assert calls == [("topotune.instinct.gpu_device_access", {"sysroot": "/sim", "users": ["trainer"]})]
+    assert result["device_groups"] == ["render"] and result["gids"] == [110] and result["users_to_add"] == ["trainer"]
+    with pytest.raises(AnsibleActionFail, match="cannot read the device nodes under /sim: permission denied"):
+        run(container_runtime, {"topology": MODEL, "sysroot": "/sim"})
