@@ -11,8 +11,10 @@ short_description: Docker flags for ROCm containers from the topology, launch gr
 description:
   - Per launch group, the C(--device) flags for C(/dev/kfd) and the group's render nodes (or CDI
     C(amd.com/gpu=<index>) when the AMD Container Toolkit is present), C(--group-add) by GID for the groups
-    owning the devices, and the profile's options (C(--ipc=host), C(--shm-size), RDMA C(/dev/infiniband),
-    C(--ulimit memlock=-1:-1), C(--network=host); C(SYS_PTRACE) only for the debug profile).
+    owning the devices, and the options (C(--ipc=host), C(--shm-size)); what the profile adds comes from its data
+    in C(knowledge/env_profiles.yml) (C(fabric: rdma): C(/dev/infiniband), C(--ulimit memlock=-1:-1),
+    C(--network=host); C(debug: true): C(SYS_PTRACE), refused elsewhere), as C(knowledge/container_flags.yml)
+    C(profile) says.
   - Never emits C(--privileged), C(SYS_RAWIO) or C(ALL); asking for them fails with the reason (no AMD
     document requires SYS_RAWIO).
   - Also returns structured checks of the device nodes, the users' groups, the Docker engine and amd-ctk, and
@@ -42,10 +44,18 @@ options:
 """
 
 EXAMPLES = r"""
-# roles/container_runtime/vars/main.yml: a lazy role variable, computed where the role's tasks use it
-__container_runtime_plan: >-
-  {{ topotune_discovery.topology | topotune.instinct.container_flags(groups=[], device_facts=__container_runtime_access,
-     options={'profile': 'xgmi-training', 'ipc_host': true, 'users': ['alice'], 'manage_groups': true}) }}
+# The flags one container of all the node's GPUs would get (the container_runtime role computes them, with its
+# files, in its own action: topotune.instinct.container_runtime)
+- name: Read the device nodes
+  topotune.instinct.gpu_device_access:
+    users: [alice]
+  register: devices
+
+- name: Show the flags
+  ansible.builtin.debug:
+    msg: >-
+      {{ (topotune_discovery.topology | topotune.instinct.container_flags(groups=[], device_facts=devices,
+          options={'profile': 'xgmi-training', 'ipc_host': true, 'users': ['alice'], 'manage_groups': true})).groups[0].flags }}
 """
 
 RETURN = r"""
@@ -61,33 +71,16 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, access_checks, plan
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, access, plan
 
 _KNOWLEDGE = {}
 
 
 def _knowledge(name):
-    """load_knowledge() once per process: the role keeps the plan as a lazy variable, templated again by each task
-    that uses it. The knowledge files do not change during a run; nothing here mutates them."""
+    """load_knowledge() once per process. The knowledge files do not change during a run; nothing here mutates them."""
     if name not in _KNOWLEDGE:
         _KNOWLEDGE[name] = load_knowledge(name)
     return _KNOWLEDGE[name]
-
-
-def device_groups(device_facts):
-    """Names of the groups owning the existing /dev/kfd and render nodes, group root excluded, sorted."""
-    nodes = [device_facts.get("kfd") or {}] + list(device_facts.get("render_nodes") or [])
-    return sorted({n["group"] for n in nodes if n.get("exists") and isinstance(n.get("group"), str) and n["group"] != "root"})
-
-
-def with_memberships(device_facts, users, groups):
-    """device_facts with ``users`` (those that exist) also in ``groups``: what adding them with append gives."""
-    facts = dict(device_facts)
-    facts["users"] = dict(facts.get("users") or {})
-    for user in users:
-        info = facts["users"][user]
-        facts["users"][user] = dict(info, groups=sorted(set(info.get("groups") or []) | set(groups)))
-    return facts
 
 
 def container_flags(topology, groups=None, device_facts=None, options=None):
@@ -96,17 +89,12 @@ def container_flags(topology, groups=None, device_facts=None, options=None):
                                  % type(topology).__name__)
     options = dict(options or {})
     facts = dict(device_facts or {})
-    users = [str(u) for u in options.get("users") or []]
     try:
-        result = plan(topology, groups or [], facts, options, _knowledge("container_flags"))
+        result = plan(topology, groups or [], facts, options, _knowledge("container_flags"), _knowledge("env_profiles"))
     except (FlagError, ValueError) as err:
         raise AnsibleFilterError(str(err)) from err
-    result["device_groups"] = device_groups(facts)
-    result["member_users"] = [u for u in users if ((facts.get("users") or {}).get(u) or {}).get("exists")]
-    if options.get("manage_groups") and result["device_groups"]:
-        facts = with_memberships(facts, result["member_users"], result["device_groups"])
-    result["checks"] = access_checks(facts, users, simulated=bool(options.get("simulated")))
-    result["report"] = ["%(status)s | %(id)s | %(observed)s | %(remediation)s" % c for c in result["checks"]] + result["warnings"]
+    result.update(access(facts, options.get("users"), bool(options.get("manage_groups")), bool(options.get("simulated"))))
+    result["report"] = result["report"] + result["warnings"]
     return result
 
 

@@ -41,15 +41,18 @@ options:
     description: ROCm version of the node (C(6.2.1)); empty when unknown (version-gated drops are skipped).
     type: str
   fabric:
-    description: Inter-node fabric (C(rdma), C(socket), C(none)); defaults to the profile's.
+    description: Inter-node fabric (C(rdma), C(socket), C(none)); defaults to the profile's C(fabric) data.
     type: str
 """
 
 EXAMPLES = r"""
-# roles/rocm_env/vars/main.yml: a lazy role variable, resolved where the role's tasks and templates use it
-__rocm_env_resolved: >-
-  {{ 'xgmi-training' | topotune.instinct.rocm_env_resolve(overrides=rocm_env_overrides,
-     allow=rocm_env_allow, topology=topotune_discovery.topology, rocm_version='6.2.1') }}
+# What the xgmi-training profile would render on a node, and why (the rocm_env role resolves it, with its files,
+# in its own action: topotune.instinct.rocm_env)
+- name: Show the findings
+  ansible.builtin.debug:
+    msg: >-
+      {{ ('xgmi-training' | topotune.instinct.rocm_env_resolve(overrides={'NCCL_DEBUG': 'INFO'},
+          topology=topotune_discovery.topology, rocm_version='6.2.1')).report }}
 """
 
 RETURN = r"""
@@ -57,23 +60,22 @@ _value:
   description: >-
     rendered ({NAME: value}), shell_lines, env_lines, refusals, warnings, drops, notes (each
     {variable, value, rule, reason, source, origin}), report (one line per finding), profile, fabric, and
-    context (gfx, rocm, xgmi, all_peers_xgmi, mec_fw, fabric, profile: the node facts the rules saw; None when
-    unknown).
+    context (gfx, rocm, xgmi, all_peers_xgmi, mec_fw, fabric, profile, debug: the node facts the rules saw, and
+    the profile's data; None when unknown).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env import rules as env_rules
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import context_from_topology, format_report, resolve
 
 _KNOWLEDGE = {}
 
 
 def _knowledge(name):
-    """load_knowledge() once per process. The role keeps the resolution as a lazy variable that each task using it
-    templates again (a worker process per task and host); parsing the YAML is ~50 ms of a resolution, the rest
-    well under a millisecond. The knowledge files do not change during a run; nothing here mutates them."""
+    """load_knowledge() once per process. The knowledge files do not change during a run; nothing here mutates them."""
     if name not in _KNOWLEDGE:
         _KNOWLEDGE[name] = load_knowledge(name)
     return _KNOWLEDGE[name]
@@ -81,15 +83,11 @@ def _knowledge(name):
 
 def native_gfx_targets(env_knowledge):
     """gfx targets of knowledge/env_vars.yml native_gfx plus those of knowledge/gpu_generations.yml."""
-    targets = set(((env_knowledge.get("native_gfx") or {}).get("targets") or {}).keys())
     try:
         generations = _knowledge("gpu_generations") or {}
     except ValueError:
         generations = {}
-    for generation in generations.get("generations") or []:
-        if isinstance(generation, dict) and generation.get("gfx"):
-            targets.add(str(generation["gfx"]))
-    return sorted(targets)
+    return env_rules.native_gfx_targets(env_knowledge, generations)
 
 
 def rocm_env_resolve(profile, overrides=None, allow=None, topology=None, rocm_version=None, fabric=None):

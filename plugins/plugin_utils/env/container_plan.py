@@ -1,12 +1,15 @@
 # Copyright: topotune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Docker flags for ROCm containers, derived from the topology; device access checks. Controller-only (the
-container_flags filter).
+"""Docker flags for ROCm containers, derived from the topology; device access checks; the plan of the
+container_runtime role. Controller-only (the container_runtime action, the container_flags filter).
 
-Pure functions, standard library only. ``plan()`` turns the topology, the launch groups, the device facts
-(from the ``gpu_device_access`` module) and the role options into per-group flag lists, a compose
-fragment and structured checks. Merging the owned keys into daemon.json happens on the node
-(``module_utils/core/owned_keys.py``).
+Pure functions over parsed knowledge. ``plan()`` turns the topology, the launch groups, the device facts
+(from the ``gpu_device_access`` module) and the flag options into per-group flag lists and a compose
+fragment; what a profile adds (RDMA devices, memlock, SYS_PTRACE) comes from the profile's data
+(knowledge/env_profiles.yml) matched against knowledge/container_flags.yml ``profile``, never from its name.
+``access()`` gives the device and user checks, ``role_plan()`` the whole decision of the role: input checks,
+launch groups, flags, checks, the files' text and what it manages. Merging the owned keys into daemon.json
+happens on the node (``module_utils/core/owned_keys.py``).
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ from __future__ import annotations
 import copy
 import re
 
+import yaml
+
+from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import format_cpulist, parse
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import GroupingError, group_gpus
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import profile_traits
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
+COMPOSE_FILE = "compose.gpu.yml"
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:=+@%,-]+$")
 _SHM = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 _CAP = re.compile(r"^[A-Z_]+$")
+_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
 
 
 class FlagError(TopotuneError, ValueError):
@@ -31,8 +41,49 @@ def _forbidden(knowledge):
     return {entry["name"]: entry for entry in (knowledge or {}).get("forbidden") or []}
 
 
-def check_caps(caps, knowledge=None, debug=False):
-    """Validate extra capabilities; raise FlagError naming the capability and the reason."""
+def _knowledge(knowledge, name):
+    """The parsed knowledge file ``name``: the one given, else the collection's."""
+    if knowledge is not None:
+        return knowledge
+    try:
+        return load_knowledge(name)
+    except ValueError as err:
+        raise FlagError("container_flags: cannot read knowledge/%s.yml: %s" % (name, err)) from None
+
+
+def profile_flags(knowledge, traits):
+    """Keys of the knowledge/container_flags.yml flags whose ``profile`` data ({trait: value}) the profile's traits
+    (env_rules.profile_traits()) all have: what that profile adds, decided by its data."""
+    flags = (knowledge or {}).get("flags") or {}
+    return {key for key, entry in flags.items()
+            if isinstance(entry, dict) and isinstance(entry.get("profile"), dict) and entry["profile"]
+            and all(traits.get(trait) == want for trait, want in entry["profile"].items())}
+
+
+def profile_data(options, knowledge, profiles):
+    """(profile name, the flag keys its data switches on) for ``options.profile`` (default xgmi-training)."""
+    profile = options.get("profile") or "xgmi-training"
+    try:
+        traits = profile_traits(profiles, profile)
+    except ValueError as err:
+        raise FlagError("container_runtime_profile: %s (knowledge/env_profiles.yml)" % err) from None
+    return profile, profile_flags(knowledge, traits)
+
+
+def _debug_profiles(knowledge, profiles):
+    names = []
+    for name in sorted((profiles or {}).get("profiles") or {}):
+        try:
+            if "sys_ptrace" in profile_flags(knowledge, profile_traits(profiles, name)):
+                names.append(name)
+        except ValueError:
+            continue
+    return names
+
+
+def check_caps(caps, knowledge=None, debug=False, debug_profiles=("debug",)):
+    """Validate extra capabilities; raise FlagError naming the capability and the reason. ``debug``: the profile's
+    data allows SYS_PTRACE (``debug_profiles`` are named in the refusal)."""
     forbidden = _forbidden(knowledge)
     checked = []
     for cap in caps or []:
@@ -52,9 +103,12 @@ def check_caps(caps, knowledge=None, debug=False):
                 )
             )
         if name == "SYS_PTRACE" and not debug:
+            source = (((knowledge or {}).get("flags") or {}).get("sys_ptrace") or {}).get("source") \
+                or "ROCm/ROCm megatron-lm.rst; rocgdb and rocprof attach need ptrace"
             raise FlagError(
-                "container_runtime_extra_caps: SYS_PTRACE is only for debugging and profiling; "
-                "use container_runtime_profile: debug [source: ROCm/ROCm megatron-lm.rst; rocgdb and rocprof attach need ptrace]"
+                "container_runtime_extra_caps: SYS_PTRACE is only for debugging and profiling; use a profile with "
+                "debug: true in knowledge/env_profiles.yml (container_runtime_profile: %s) [source: %s]"
+                % (" or ".join(debug_profiles) or "debug", source)
             )
         checked.append(name)
     return sorted(set(checked))
@@ -116,21 +170,23 @@ def device_gids(device_facts):
     return sorted(gids), warnings
 
 
-def plan(topology, groups, device_facts, options, knowledge=None):
+def plan(topology, groups, device_facts, options, knowledge=None, profiles=None):
     """Return {'groups': [{name, gpus, render_minors, flags, compose}], 'compose', 'warnings', 'cdi'}.
 
-    ``options``: profile (xgmi-training | rdma-training | inference | debug), cdi (auto | true | false),
-    seccomp_unconfined, ipc_host, shm_size, env_file, extra_caps, privileged; launch_dir (the launch_templates
-    directory: its per-group env file, and the wrapper with its table mounted read-only; '' for none),
-    wrapper_path, numa_confine (--cpuset-cpus/--cpuset-mems of the group's NUMA nodes), memory_binding
-    (CAP_SYS_NICE, so numactl --membind works under Docker's default seccomp profile).
+    ``options``: profile (a profile of knowledge/env_profiles.yml; its data decides what it adds), cdi (auto |
+    true | false), seccomp_unconfined, ipc_host, shm_size, env_file, extra_caps, privileged; launch_dir (the
+    launch_templates directory: its per-group env file, and the wrapper with its table mounted read-only; '' for
+    none), wrapper_path, numa_confine (--cpuset-cpus/--cpuset-mems of the group's NUMA nodes), memory_binding
+    (CAP_SYS_NICE, so numactl --membind works under Docker's default seccomp profile). ``knowledge``: parsed
+    knowledge/container_flags.yml, ``profiles``: parsed knowledge/env_profiles.yml (the collection's when None).
     """
     options = options or {}
-    profile = options.get("profile") or "xgmi-training"
-    debug = profile == "debug"
-    rdma = profile == "rdma-training"
+    knowledge = _knowledge(knowledge, "container_flags")
+    profiles = _knowledge(profiles, "env_profiles")
+    profile, adds = profile_data(options, knowledge, profiles)
+    debug = "sys_ptrace" in adds
     check_privileged(options.get("privileged"), knowledge)
-    caps = check_caps(options.get("extra_caps"), knowledge, debug)
+    caps = check_caps(options.get("extra_caps"), knowledge, debug, _debug_profiles(knowledge, profiles))
     if debug and "SYS_PTRACE" not in caps:
         caps.append("SYS_PTRACE")
     shm = str(options.get("shm_size") or "")
@@ -166,9 +222,11 @@ def plan(topology, groups, device_facts, options, knowledge=None):
     if shm:
         common.append("--shm-size=%s" % shm)
         compose_common["shm_size"] = shm
-    if rdma:
-        common += ["--network=host", "--ulimit=memlock=-1:-1"]
+    if "network_host" in adds:
+        common.append("--network=host")
         compose_common["network_mode"] = "host"
+    if "memlock" in adds:
+        common.append("--ulimit=memlock=-1:-1")
         compose_common["ulimits"] = {"memlock": {"soft": -1, "hard": -1}}
     if caps:
         common += ["--cap-add=%s" % cap for cap in caps]
@@ -179,7 +237,7 @@ def plan(topology, groups, device_facts, options, knowledge=None):
 
     launch_dir = str(options.get("launch_dir") or "")
     wrapper = str(options.get("wrapper_path") or "")
-    for option, value in (("container_runtime_launch_dir", launch_dir), ("launch_templates_wrapper_path", wrapper)):
+    for option, value in (("container_runtime_launch_dir", launch_dir), ("container_runtime_launch_wrapper", wrapper)):
         if value and (not value.startswith("/") or not _SAFE_TOKEN.match(value)):
             raise FlagError("%s: %r must be an absolute path of [A-Za-z0-9_./:=+@%%,-]" % (option, value))
 
@@ -193,7 +251,7 @@ def plan(topology, groups, device_facts, options, knowledge=None):
             if missing:
                 raise FlagError("GPU(s) %s have no render_minor in the topology; cannot name their /dev/dri/renderD nodes" % missing)
             devices = ["/dev/kfd"] + ["/dev/dri/renderD%d" % int(m) for m in minors]
-        if rdma:
+        if "infiniband" in adds:
             devices.append("/dev/infiniband")
         own, compose_own = _group_flags(topology, gpus, number if groups else None, launch_dir, wrapper, options, caps)
         flags = ["--device=%s" % d for d in devices] + common + own
@@ -355,3 +413,152 @@ def access_checks(device_facts, users=None, expected_groups=("render", "video"),
         )
     )
     return checks
+
+
+def device_groups(device_facts):
+    """Names of the groups owning the existing /dev/kfd and render nodes, group root excluded, sorted."""
+    nodes = [(device_facts or {}).get("kfd") or {}] + list((device_facts or {}).get("render_nodes") or [])
+    return sorted({n["group"] for n in nodes if n.get("exists") and isinstance(n.get("group"), str) and n["group"] != "root"})
+
+
+def with_memberships(device_facts, users, groups):
+    """device_facts with ``users`` (those that exist) also in ``groups``: what adding them with append gives."""
+    facts = dict(device_facts)
+    facts["users"] = dict(facts.get("users") or {})
+    for user in users:
+        info = facts["users"][user]
+        facts["users"][user] = dict(info, groups=sorted(set(info.get("groups") or []) | set(groups)))
+    return facts
+
+
+def access(device_facts, users=None, manage_groups=False, simulated=False):
+    """{device_groups, member_users, checks, report} of the node's device facts for ``users``.
+
+    ``member_users``: the users that exist. With ``manage_groups`` they are checked as members of the device groups,
+    since the role adds them to those groups (append) before anything else uses them. ``report``: one line per check,
+    "status | id | observed | remediation"."""
+    facts = dict(device_facts or {})
+    users = [str(u) for u in users or []]
+    groups = device_groups(facts)
+    members = [u for u in users if ((facts.get("users") or {}).get(u) or {}).get("exists")]
+    if manage_groups and groups:
+        facts = with_memberships(facts, members, groups)
+    checks = access_checks(facts, users, simulated=simulated)
+    return {"device_groups": groups, "member_users": members, "checks": checks,
+            "report": ["%(status)s | %(id)s | %(observed)s | %(remediation)s" % c for c in checks]}
+
+
+def check_options(options, knowledge):
+    """Raise FlagError naming every wrong container_runtime input a type cannot catch (types and choices are
+    meta/argument_specs.yml's; what is refused and why is knowledge/container_flags.yml's ``forbidden``), each with
+    its value and the fix; the messages are joined with '; '."""
+    errors = []
+    forbidden = _forbidden(knowledge)
+    size = options.get("group_size")
+    if isinstance(size, bool) or not re.match(r"^[0-9]+$", str(size)):
+        errors.append("container_runtime_group_size must be an integer >= 0, 0 putting all GPUs in one flag set (got %s)" % (size,))
+    cdi = options.get("cdi", "auto")
+    if str(cdi).lower() not in ("auto", "true", "false"):
+        errors.append("container_runtime_cdi must be auto, true or false (got %s)" % (cdi,))
+    if options.get("privileged"):
+        entry = forbidden.get("privileged") or {}
+        errors.append("container_runtime_privileged: --privileged is never emitted: %s Set it to false [source: %s]"
+                      % (" ".join(str(entry.get("reason", "")).split()), entry.get("source", "knowledge/container_flags.yml")))
+    refused = []
+    for cap in options.get("extra_caps") or []:
+        name = re.sub(r"^CAP_", "", str(cap).upper())
+        if name in forbidden and name not in refused:
+            refused.append(name)
+    if refused:
+        reasons = [" ".join(str(forbidden[name].get("reason", "")).split()).rstrip(".") + "." for name in refused]
+        sources = []
+        for name in refused:
+            if forbidden[name].get("source") not in sources:
+                sources.append(forbidden[name].get("source"))
+        errors.append("container_runtime_extra_caps: %s refused: %s Remove them [source: %s]"
+                      % (", ".join(refused), " ".join(reasons), "; ".join(str(s) for s in sources)))
+    for option, may_be_empty in (("output_dir", False), ("launch_dir", True), ("daemon_json_path", False)):
+        value = options.get(option)
+        if isinstance(value, str) and ((may_be_empty and value == "") or _PATH_RE.match(value)):
+            continue
+        errors.append("container_runtime_%s must be %san absolute path of [A-Za-z0-9_./-] (got %s)"
+                      % (option, "empty or " if may_be_empty else "", value))
+    if errors:
+        raise FlagError("; ".join(errors))
+
+
+def _compose_text(header, output_dir, compose):
+    lines = [header, "# Compose fragment: one service per launch group; use it with",
+             "#   services: {train: {extends: {file: %s/%s, service: topotune-gpu-all}, image: ...}}" % (output_dir, COMPOSE_FILE)]
+    # the layout of Ansible's to_nice_yaml(indent=2, sort_keys=true)
+    return "\n".join(lines) + "\n" + yaml.safe_dump(compose, indent=2, sort_keys=True, default_flow_style=False, allow_unicode=True)
+
+
+def _flags_text(header, output_dir, group, profile):
+    lines = [header, "# docker run flags for launch group %s (GPUs %s), profile %s."
+             % (group["name"], ",".join(str(g) for g in group["gpus"]), profile),
+             "# One flag per line: docker run $(grep -v '^#' %s/%s.flags) IMAGE" % (output_dir, group["name"])]
+    return "\n".join(lines + group["flags"]) + "\n"
+
+
+def role_plan(options, topology, device_facts, knowledge, header):
+    """The container_runtime role's decision for one node: check the input, form the launch groups, compute every
+    group's flags and the compose fragment, check the device nodes and users (stop on a failed check with
+    ``strict``), and give the files' text, the users to add, and what the role manages.
+
+    ``options``: the role variables without their ``container_runtime_`` prefix (profile, group_size, cdi,
+    seccomp_unconfined, ipc_host, shm_size, env_file, launch_dir, launch_wrapper, numa_confine, memory_binding,
+    extra_caps, privileged, users, manage_groups, sysroot, output_dir, strict, daemon_json_manage,
+    daemon_json_path, daemon_json_settings, docker_restart_ok). ``topology``: the node's model; ``device_facts``:
+    the gpu_device_access result; ``knowledge``: {container_flags, env_profiles}; ``header``: the managed-file
+    comment the files start with. Raises FlagError.
+    """
+    flags_knowledge = knowledge.get("container_flags")
+    check_options(options, flags_knowledge)
+    topology = topology or {}
+    size = int(options.get("group_size") or 0)
+    groups = []
+    if size > 0:
+        try:
+            groups = group_gpus(topology, size)["groups"]
+        except (GroupingError, TypeError, ValueError) as err:
+            raise FlagError("container_runtime_group_size %d: %s" % (size, err)) from None
+    facts = dict(device_facts or {})
+    result = plan(topology, groups, facts, {
+        "profile": options.get("profile"), "cdi": str(options.get("cdi", "auto")).lower(),
+        "seccomp_unconfined": options.get("seccomp_unconfined"), "ipc_host": options.get("ipc_host"),
+        "shm_size": options.get("shm_size"), "env_file": options.get("env_file"), "extra_caps": options.get("extra_caps"),
+        "privileged": options.get("privileged"), "launch_dir": options.get("launch_dir"),
+        "wrapper_path": options.get("launch_wrapper"), "numa_confine": bool(options.get("numa_confine", True)),
+        "memory_binding": bool(options.get("memory_binding", True)),
+    }, flags_knowledge, knowledge.get("env_profiles"))
+    manage_groups = bool(options.get("manage_groups"))
+    # device nodes of a simulated node (sysroot not /) are regular files
+    checked = access(facts, options.get("users"), manage_groups, simulated=(options.get("sysroot") or "/") != "/")
+    result.update(checked)
+    result["report"] = checked["report"] + result["warnings"]
+    failed = [c for c in checked["checks"] if c["status"] == "fail"]
+    if options.get("strict", True) and failed:
+        raise FlagError("container_runtime: %s. Fix: %s (or container_runtime_strict: false to report only)."
+                        % ("; ".join(c["observed"] for c in failed), "; ".join(c["remediation"] for c in failed)))
+    output_dir = options["output_dir"]
+    compose_path = "%s/%s" % (output_dir, COMPOSE_FILE)
+    flag_paths = ["%s/%s.flags" % (output_dir, g["name"]) for g in result["groups"]]
+    result["files"] = [{"path": path, "mode": "0644", "content": _flags_text(header, output_dir, group, result["profile"])}
+                       for path, group in zip(flag_paths, result["groups"])]
+    result["files"].append({"path": compose_path, "mode": "0644", "content": _compose_text(header, output_dir, result["compose"])})
+    # flag files of launch groups that no longer exist
+    result["prune"] = [{"path": output_dir, "pattern": "*.flags"}]
+    result["users_to_add"] = checked["member_users"] if manage_groups and checked["device_groups"] else []
+    result["docker_restart"] = bool(options.get("docker_restart_ok")) and bool((facts.get("docker") or {}).get("present"))
+    result["managed"] = {
+        "owner": "container_runtime",
+        "files": flag_paths + [compose_path],
+        # daemon.json is shared: only the owned keys are watched, keys a user added never count as drift
+        "json_keys": ([{"path": options["daemon_json_path"], "keys": options.get("daemon_json_settings") or {}}]
+                      if options.get("daemon_json_manage") else []),
+        # [user, group] for every existing user in every group owning the device nodes
+        "groups": ([[user, group] for user in checked["member_users"] for group in checked["device_groups"]]
+                   if manage_groups else []),
+    }
+    return result

@@ -1,23 +1,39 @@
 # Copyright: topotune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Validate and resolve ROCm/HIP/HSA/RCCL environment variables against knowledge/env_vars.yml.
+"""Validate and resolve ROCm/HIP/HSA/RCCL environment variables against knowledge/env_vars.yml; the plan of the
+rocm_env role.
 
-Pure functions, standard library only. The knowledge (env_vars.yml, env_profiles.yml) is passed in as
-parsed dicts so the same code serves the filter plugin, the CLI and the unit tests.
+Pure functions, standard library only. The knowledge (env_vars.yml, env_profiles.yml, gpu_generations.yml) is
+passed in as parsed dicts so the same code serves the rocm_env action, the filter plugin and the unit tests.
 
 ``resolve()`` merges a named profile with user overrides and validates every variable; the result lists
 refusals, warnings, drops (not rendered, with the reason) and notes, plus the rendered set and its shell
 and env-file lines. A value is rendered only if it is literal in all three consumers (POSIX shell,
 docker --env-file, systemd EnvironmentFile), so one quoting rule is enough.
+
+``role_plan()`` is the whole decision of the role: its input checks, the resolution for the node, the refusals
+that stop it, the text of both files and what it manages (``profile_traits()``: what a profile's data says about
+it, read here and by the container plan).
 """
 
 from __future__ import annotations
 
 import re
 
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_SAFE_VALUE = r"^[A-Za-z0-9_.,:/=+@%^-]*$"
 ACTIONS = ("refuse", "warn", "drop", "note")
+# What a profile's data may say about it (knowledge/env_profiles.yml), with the value a profile that says nothing has.
+FABRICS = ("rdma", "socket", "none")
+TRAIT_DEFAULTS = {"fabric": "none", "debug": False}
+PROFILE_D_PATH = "/etc/profile.d/topotune-rocm.sh"
+_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
+
+
+class EnvPlanError(TopotuneError, ValueError):
+    """A rocm_env input is wrong or a variable is refused; the message names the variable and the fix."""
 
 # What each unsafe character does to a shell profile or an env file; checked in this order.
 _UNSAFE = (
@@ -111,7 +127,8 @@ def context_from_topology(topology, rocm_version=None, fabric=None, profile=None
     """Build the rule context from a topology model dict (or None when unknown).
 
     ``xgmi``: some GPU pair is xGMI-linked; ``all_peers_xgmi``: every pair is, directly (see all_peers_xgmi());
-    ``mec_fw``: the lowest MEC firmware version (see lowest_mec_firmware()). Unknown facts are None.
+    ``mec_fw``: the lowest MEC firmware version (see lowest_mec_firmware()). Unknown facts are None. The profile's
+    own facts (its ``fabric`` unless given, ``debug``) are added by resolve() from its data.
     """
     gfx = []
     xgmi = None
@@ -145,7 +162,7 @@ class _Facts:
         mec = context.get("mec_fw")
         self.mec = mec if _is_int(mec) and mec >= 0 else None
         self.fabric = context.get("fabric")
-        self.profile = context.get("profile")
+        self.debug = bool(context.get("debug"))
         native = context.get("native_gfx")
         if not native:
             native = list(((knowledge.get("native_gfx") or {}).get("targets") or {}).keys())
@@ -215,8 +232,8 @@ _CONDITIONS = {
     "mec_at_least": lambda want, value, facts, origin: _mec_compare(want, facts, False),
     "mec_unknown_on": lambda want, value, facts, origin: facts.mec_threshold(want) is not None and facts.mec is None,
     "fabric_in": lambda want, value, facts, origin: facts.fabric in want,
-    "profile_in": lambda want, value, facts, origin: facts.profile in want,
-    "profile_not_in": lambda want, value, facts, origin: facts.profile not in want,
+    # the profile's `debug` data (knowledge/env_profiles.yml), never its name
+    "debug_profile": lambda want, value, facts, origin: facts.debug == bool(want),
     "origin_in": lambda want, value, facts, origin: (origin or "override") in want,
     "rocm_at_least": lambda want, value, facts, origin: _rocm_compare(want, facts, False),
     "rocm_below": lambda want, value, facts, origin: _rocm_compare(want, facts, True),
@@ -449,11 +466,16 @@ def validate(user_vars, allow, context, knowledge, origins=None):
     return result
 
 
-def profile_variables(profiles, name, _seen=None):
-    """Return {NAME: {value, source, why}} of profile ``name`` with its includes merged first."""
+def _profile_table(profiles, name):
     table = (profiles or {}).get("profiles") or {}
     if name not in table:
         raise ValueError("unknown environment profile %r (known: %s)" % (name, ", ".join(sorted(table)) or "none"))
+    return table
+
+
+def profile_variables(profiles, name, _seen=None):
+    """Return {NAME: {value, source, why}} of profile ``name`` with its includes merged first."""
+    table = _profile_table(profiles, name)
     seen = _seen or []
     if name in seen:
         raise ValueError("environment profile %r includes itself (%s)" % (name, " -> ".join(seen + [name])))
@@ -464,18 +486,51 @@ def profile_variables(profiles, name, _seen=None):
     return merged
 
 
+def profile_traits(profiles, name):
+    """What the data of profile ``name`` says about it: {fabric: rdma|socket|none, debug: bool}.
+
+    A profile's own value wins, else the last of its includes that has one (as for its variables), else
+    TRAIT_DEFAULTS. Every consumer
+    (the env rules' ``fabric_in`` and ``debug_profile``, the container flags) reads these, never the profile's name,
+    so a new profile behaves as its data says. Raise ValueError naming the profile and the bad value.
+    """
+    return dict(TRAIT_DEFAULTS, **_own_traits(profiles, name, []))
+
+
+def _own_traits(profiles, name, seen):
+    table = _profile_table(profiles, name)
+    if name in seen:
+        raise ValueError("environment profile %r includes itself (%s)" % (name, " -> ".join(seen + [name])))
+    entry = table[name] or {}
+    traits = {}
+    for parent in entry.get("include") or []:
+        traits.update(_own_traits(profiles, parent, seen + [name]))
+    fabric, debug = entry.get("fabric"), entry.get("debug")
+    if fabric is not None:
+        if fabric not in FABRICS:
+            raise ValueError("knowledge/env_profiles.yml: profile %s has fabric %r; use one of %s" % (name, fabric, ", ".join(FABRICS)))
+        traits["fabric"] = fabric
+    if debug is not None:
+        if not isinstance(debug, bool):
+            raise ValueError("knowledge/env_profiles.yml: profile %s has debug %r; use true or false" % (name, debug))
+        traits["debug"] = debug
+    return traits
+
+
 def resolve(profile, overrides, allow, context, knowledge, profiles):
     """Merge ``profile`` (from env_profiles.yml) with ``overrides`` and validate the result.
 
     An override of None removes a profile variable. Profile entries whose `applies_to` gfx list excludes
-    the node's GPUs are dropped with the reason. Returns the validate() result plus `shell_lines`,
+    the node's GPUs are dropped with the reason. The profile's data gives the context its ``fabric`` (unless
+    the context has one) and ``debug`` (profile_traits()). Returns the validate() result plus `shell_lines`,
     `env_lines`, `profile`, `fabric` and `context`.
     """
     context = dict(context or {})
     context["profile"] = profile
-    table = (profiles or {}).get("profiles") or {}
-    if profile is not None and not context.get("fabric") and profile in table:
-        context["fabric"] = table[profile].get("fabric")
+    traits = profile_traits(profiles, profile) if profile is not None else dict(TRAIT_DEFAULTS)
+    if not context.get("fabric") and profile is not None:
+        context["fabric"] = traits["fabric"]
+    context["debug"] = traits["debug"]
     variables = (knowledge or {}).get("variables") or {}
     facts = _Facts(context, knowledge or {})
 
@@ -523,7 +578,7 @@ def resolve(profile, overrides, allow, context, knowledge, profiles):
     result["env_lines"] = render_env_file(result["rendered"])
     result["profile"] = profile
     result["fabric"] = context.get("fabric")
-    result["context"] = {k: context.get(k) for k in ("gfx", "rocm", "xgmi", "all_peers_xgmi", "mec_fw", "fabric", "profile")}
+    result["context"] = {k: context.get(k) for k in ("gfx", "rocm", "xgmi", "all_peers_xgmi", "mec_fw", "fabric", "profile", "debug")}
     return result
 
 
@@ -552,3 +607,82 @@ def format_report(result):
                 text += " [source: %s]" % entry["source"]
             lines.append(text)
     return lines
+
+
+def native_gfx_targets(env_knowledge, generations=None):
+    """gfx targets of knowledge/env_vars.yml native_gfx plus those of knowledge/gpu_generations.yml."""
+    targets = set((((env_knowledge or {}).get("native_gfx") or {}).get("targets") or {}).keys())
+    for generation in (generations or {}).get("generations") or []:
+        if isinstance(generation, dict) and generation.get("gfx"):
+            targets.add(str(generation["gfx"]))
+    return sorted(targets)
+
+
+def check_options(options):
+    """Raise EnvPlanError naming every wrong rocm_env input a type cannot catch (types and choices are
+    meta/argument_specs.yml's), each with its value and the fix; the messages are joined with '; '."""
+    errors = []
+    allow = options.get("allow") or {}
+    unreasoned = sorted(str(name) for name, why in allow.items() if not isinstance(why, str) or not why.strip())
+    if unreasoned:
+        errors.append(
+            "rocm_env_allow: every entry needs a non-empty string saying why the rule does not apply here (none for %s), "
+            'e.g. rocm_env_allow: {HSA_OVERRIDE_GFX_VERSION: "testing an unsupported APU"}' % ", ".join(unreasoned)
+        )
+    env_dir = options.get("env_dir")
+    if not (isinstance(env_dir, str) and _PATH_RE.match(env_dir)):
+        errors.append("rocm_env_env_dir must be an absolute path of [A-Za-z0-9_./-] (got %s)" % (env_dir,))
+    if errors:
+        raise EnvPlanError("; ".join(errors))
+
+
+def role_plan(options, topology, rocm_version, knowledge, header):
+    """The rocm_env role's decision for one node: check the input, resolve the profile with the overrides against
+    the node, stop on refusals (``fail_on_refusal``), and give the text of both files and what the role manages.
+
+    ``options``: the role variables without their ``rocm_env_`` prefix (profile, overrides, allow, fabric, profile_d,
+    env_dir, fail_on_refusal). ``topology``: the node's model (empty when unknown); ``rocm_version``: '' when unknown.
+    ``knowledge``: {env_vars, env_profiles, gpu_generations}. ``header``: the managed-file comment the files start
+    with. Returns {resolved, report, files (managed_files entries), managed}; raises EnvPlanError.
+    """
+    check_options(options)
+    env_knowledge = knowledge.get("env_vars") or {}
+    profile = options.get("profile")
+    name = None if profile in (None, "", "none") else str(profile)
+    try:
+        context = context_from_topology(topology or None, rocm_version or None, options.get("fabric") or None, name,
+                                        native_gfx_targets(env_knowledge, knowledge.get("gpu_generations")))
+        resolved = resolve(name, dict(options.get("overrides") or {}), dict(options.get("allow") or {}), context, env_knowledge,
+                           knowledge.get("env_profiles"))
+    except ValueError as err:
+        raise EnvPlanError("rocm_env_profile %s: %s" % (profile, err)) from None
+    report = format_report(resolved)
+    resolved["report"] = report
+    if options.get("fail_on_refusal", True) and resolved["refusals"]:
+        others = [line for line in report if not line.startswith("REFUSED ")]
+        raise EnvPlanError(
+            "rocm_env refused %s: %s. Fix rocm_env_overrides, or where a rule allows it add rocm_env_allow: "
+            '{NAME: "reason"}.%s'
+            % (", ".join(e["variable"] for e in resolved["refusals"]), " | ".join(e["reason"] for e in resolved["refusals"]),
+               (" Other findings: " + " | ".join(others)) if others else "")
+        )
+    env_file = "%s/%s.env" % (options["env_dir"], profile)
+    node = "# Node: %s, ROCm %s, fabric %s." % (",".join(resolved["context"]["gfx"]) or "unknown GPUs",
+                                                 resolved["context"]["rocm"] or "unknown", resolved["fabric"] or "none")
+    env_text = [header, "# topotune.instinct.rocm_env profile %s for docker --env-file and systemd EnvironmentFile=." % profile,
+                node, "# Values are validated literals: no quoting needed or done."] + resolved["env_lines"]
+    shell_text = [header, "# topotune.instinct.rocm_env profile %s for login shells." % profile, node] + resolved["shell_lines"]
+    profile_d = bool(options.get("profile_d", True))
+    files = [
+        {"path": env_file, "content": "\n".join(env_text) + "\n", "mode": "0644"},
+        # checked with sh -n before either file is moved into place; removed with rocm_env_profile_d: false
+        {"path": PROFILE_D_PATH, "content": "\n".join(shell_text) + "\n", "mode": "0644",
+         "state": "present" if profile_d else "absent", "validate": "/bin/sh -n %s"},
+    ]
+    return {
+        "resolved": resolved,
+        "report": report,
+        "files": files,
+        "managed": {"owner": "rocm_env", "files": [env_file] + ([PROFILE_D_PATH] if profile_d else [])},
+    }
+

@@ -9,7 +9,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import resolve
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import role_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
@@ -58,23 +58,28 @@ def _render(template, **values):
     return env.get_template(template).render(ansible_managed="Ansible managed", **values)
 
 
-def _rocm_values():
-    result = resolve("xgmi-training", {"NCCL_DEBUG": "INFO"}, [], {"gfx": ["gfx942"], "rocm": "6.4.1", "xgmi": True},
-                     _knowledge("env_vars"), _knowledge("env_profiles"))
-    return {"rocm_env_profile": "xgmi-training", "__rocm_env_resolved": result}
-
-
 RENDERED = [
     ("cpu_governor/templates/topotune-cpu-governor.j2", "sh", {}),
     ("kernel_tuning/templates/topotune-cstate.j2", "sh", {}),
-    ("rocm_env/templates/topotune-rocm.sh.j2", "sh", None),
 ]
 
 
 @pytest.mark.parametrize("template,shell,values", RENDERED)
 def test_rendered_shell_template(tmp_path, template, shell, values):
-    text = _render(template, **(values if values is not None else _rocm_values()))
-    assert "export " in text or values is not None
+    text = _render(template, **values)
     path = tmp_path / os.path.basename(template)[:-3]
     path.write_text(text)
     _shellcheck(str(path), shell)
+
+
+def test_rocm_env_login_shell_profile(tmp_path):
+    """The rocm_env plan renders /etc/profile.d/topotune-rocm.sh itself (plugin_utils/env/rules.py role_plan)."""
+    options = {"profile": "xgmi-training", "overrides": {"NCCL_DEBUG": "INFO"}, "allow": {}, "fabric": "", "profile_d": True,
+               "env_dir": "/etc/topotune/env", "fail_on_refusal": True}
+    knowledge = {name: _knowledge(name) for name in ("env_vars", "env_profiles", "gpu_generations")}
+    plan = role_plan(options, {"gpus": [{"index": 0, "gfx": "gfx942"}], "links": []}, "6.4.1", knowledge, "#\n# Ansible managed\n#")
+    text = next(f["content"] for f in plan["files"] if f["path"] == "/etc/profile.d/topotune-rocm.sh")
+    assert "export NCCL_DEBUG='INFO'" in text
+    path = tmp_path / "topotune-rocm.sh"
+    path.write_text(text)
+    _shellcheck(str(path), "sh")

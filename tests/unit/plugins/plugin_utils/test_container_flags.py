@@ -301,3 +301,179 @@ def test_confinement_and_capability_follow_their_options(topology, options, pres
 def test_a_bad_launch_dir_is_refused():
     with pytest.raises(cf.FlagError, match="container_runtime_launch_dir"):
         cf.plan(NUMA_TOPOLOGY, [], facts(), {"launch_dir": "rel/dir"}, KNOWLEDGE)
+
+
+# --- profile behaviour from profile data (knowledge/env_profiles.yml), never from a profile's name ---
+
+with open(os.path.join(REPO, "knowledge", "env_profiles.yml"), encoding="utf-8") as _handle:
+    PROFILES = yaml.safe_load(_handle)
+RDMA = ["--device=/dev/infiniband", "--ulimit=memlock=-1:-1", "--network=host"]
+
+
+def profiles_with(**new):
+    """A copy of the knowledge's profiles with ``new`` ones added (or replaced)."""
+    copy = yaml.safe_load(yaml.safe_dump(PROFILES))
+    copy["profiles"].update(new)
+    return copy
+
+
+def test_a_new_rdma_profile_gets_the_rdma_devices_and_memlock():
+    profiles = profiles_with(**{"roce-inference": {"description": "serving across nodes over RoCE", "fabric": "rdma",
+                                                   "include": ["inference"], "variables": {}}})
+    result = cf.plan(TOPOLOGY, [], facts(), {"profile": "roce-inference"}, KNOWLEDGE, profiles)
+    flags = flags_of(result)
+    assert all(flag in flags for flag in RDMA) and "--cap-add=SYS_PTRACE" not in flags
+    service = result["compose"]["services"]["topotune-gpu-all"]
+    assert service["devices"][-1] == "/dev/infiniband" and service["ulimits"] == {"memlock": {"soft": -1, "hard": -1}}
+    assert service["network_mode"] == "host"
+
+
+def test_behaviour_follows_the_data_not_the_name():
+    # the names of the shipped profiles mean nothing: their data does
+    profiles = profiles_with(**{"rdma-training": dict(PROFILES["profiles"]["rdma-training"], fabric="none"),
+                                "bringup": {"description": "a second debugging profile", "debug": True, "variables": {}},
+                                "debug": dict(PROFILES["profiles"]["debug"], debug=False)})
+    flags = flags_of(cf.plan(TOPOLOGY, [], facts(), {"profile": "rdma-training"}, KNOWLEDGE, profiles))
+    assert not any(flag in flags for flag in RDMA)
+    assert "--cap-add=SYS_PTRACE" in flags_of(cf.plan(TOPOLOGY, [], facts(), {"profile": "bringup"}, KNOWLEDGE, profiles))
+    assert "--cap-add=SYS_PTRACE" not in flags_of(cf.plan(TOPOLOGY, [], facts(), {"profile": "debug"}, KNOWLEDGE, profiles))
+    with pytest.raises(cf.FlagError, match="container_runtime_profile: bringup"):
+        cf.plan(TOPOLOGY, [], facts(), {"profile": "debug", "extra_caps": ["SYS_PTRACE"]}, KNOWLEDGE, profiles)
+
+
+def test_an_included_profile_passes_its_data_on_and_its_own_wins():
+    profiles = profiles_with(**{"rdma-debug": {"description": "debugging across nodes", "include": ["debug", "rdma-training"],
+                                               "debug": True, "variables": {}},
+                                "local-debug": {"description": "debugging on one node", "include": ["rdma-debug"],
+                                                "fabric": "none", "variables": {}}})
+    flags = flags_of(cf.plan(TOPOLOGY, [], facts(), {"profile": "rdma-debug"}, KNOWLEDGE, profiles))
+    assert all(flag in flags for flag in RDMA) and "--cap-add=SYS_PTRACE" in flags
+    flags = flags_of(cf.plan(TOPOLOGY, [], facts(), {"profile": "local-debug"}, KNOWLEDGE, profiles))
+    assert not any(flag in flags for flag in RDMA) and "--cap-add=SYS_PTRACE" in flags
+
+
+@pytest.mark.parametrize("profile,fragment", [
+    ({"fabric": "infiniband"}, "fabric 'infiniband'; use one of rdma, socket, none"),
+    ({"debug": "yes"}, "debug 'yes'; use true or false"),
+])
+def test_bad_profile_data_is_named(profile, fragment):
+    profiles = profiles_with(odd=dict({"description": "x", "variables": {}}, **profile))
+    with pytest.raises(cf.FlagError, match=fragment):
+        cf.plan(TOPOLOGY, [], facts(), {"profile": "odd"}, KNOWLEDGE, profiles)
+    with pytest.raises(cf.FlagError, match="unknown environment profile 'nope'"):
+        cf.plan(TOPOLOGY, [], facts(), {"profile": "nope"}, KNOWLEDGE, profiles)
+
+
+def test_the_profile_flags_of_the_knowledge_are_exactly_the_profile_dependent_ones():
+    assert cf.profile_flags(KNOWLEDGE, {"fabric": "rdma", "debug": False}) == {"infiniband", "memlock", "network_host"}
+    assert cf.profile_flags(KNOWLEDGE, {"fabric": "none", "debug": True}) == {"sys_ptrace"}
+    assert cf.profile_flags(KNOWLEDGE, {"fabric": "socket", "debug": False}) == set()
+
+
+# --- the container_runtime role's plan ---
+
+HEADER = "#\n# Ansible managed\n#"
+ROLE = {"profile": "xgmi-training", "group_size": 0, "cdi": "auto", "seccomp_unconfined": False, "ipc_host": True,
+        "shm_size": "64g", "env_file": "/etc/topotune/env/xgmi-training.env", "launch_dir": "/etc/topotune/launch",
+        "launch_wrapper": "/usr/local/bin/topotune-bind", "numa_confine": True, "memory_binding": True, "extra_caps": [],
+        "privileged": False, "users": [], "manage_groups": True, "sysroot": "/", "output_dir": "/etc/topotune/container",
+        "strict": True, "daemon_json_manage": False, "daemon_json_path": "/etc/docker/daemon.json",
+        "daemon_json_settings": {"default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}},
+        "docker_restart_ok": False}
+ROLE_KNOWLEDGE = {"container_flags": KNOWLEDGE, "env_profiles": PROFILES}
+
+
+def role_plan(topology=None, device_facts=None, **options):
+    return cf.role_plan(dict(ROLE, **options), NUMA_TOPOLOGY if topology is None else topology,
+                        facts() if device_facts is None else device_facts, ROLE_KNOWLEDGE, HEADER)
+
+
+def test_role_plan_writes_one_flag_file_per_group_and_the_compose_fragment():
+    result = role_plan(group_size=4, profile="debug", env_file="/etc/topotune/env/debug.env")
+    assert [f["path"] for f in result["files"]] == ["/etc/topotune/container/group-0.flags", "/etc/topotune/container/group-1.flags",
+                                                    "/etc/topotune/container/compose.gpu.yml"]
+    assert {f["mode"] for f in result["files"]} == {"0644"}
+    text = result["files"][1]["content"]
+    assert text.startswith(HEADER + "\n# docker run flags for launch group group-1 (GPUs 4,5,6,7), profile debug.\n"
+                           "# One flag per line: docker run $(grep -v '^#' /etc/topotune/container/group-1.flags) IMAGE\n")
+    assert text.endswith("\n") and text.splitlines()[5:] == result["groups"][1]["flags"]
+    compose = result["files"][2]["content"]
+    assert compose.startswith(HEADER + "\n# Compose fragment: one service per launch group; use it with\n")
+    assert yaml.safe_load(compose) == result["compose"]
+    assert "  topotune-gpu-group-1:\n    cap_add:\n    - SYS_PTRACE\n    - SYS_NICE\n" in compose  # to_nice_yaml's layout
+    assert result["prune"] == [{"path": "/etc/topotune/container", "pattern": "*.flags"}]
+    assert result["managed"] == {"owner": "container_runtime", "files": [f["path"] for f in result["files"]], "json_keys": [],
+                                 "groups": []}
+
+
+def test_role_plan_groups_follow_the_topology_grouping():
+    from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import group_gpus
+
+    result = role_plan(group_size=2)
+    assert [g["gpus"] for g in result["groups"]] == group_gpus(NUMA_TOPOLOGY, 2)["groups"]
+    with pytest.raises(cf.FlagError, match="container_runtime_group_size 3: "):
+        role_plan(group_size=3)
+
+
+def test_role_plan_adds_existing_users_to_the_device_groups_and_records_them():
+    users = {"trainer": {"exists": True, "groups": ["trainer"]}, "ghost": {"exists": False, "groups": []}}
+    device_facts = facts(users=users)
+    with pytest.raises(cf.FlagError, match="user ghost does not exist"):
+        role_plan(device_facts=device_facts, users=["trainer", "ghost"])
+    result = role_plan(device_facts=device_facts, users=["trainer", "ghost"], strict=False, daemon_json_manage=True)
+    assert result["users_to_add"] == ["trainer"] and result["device_groups"] == ["render"]
+    assert result["managed"]["groups"] == [["trainer", "render"]]
+    assert result["managed"]["json_keys"] == [{"path": "/etc/docker/daemon.json", "keys": ROLE["daemon_json_settings"]}]
+    assert any(line.startswith("fail | user-ghost |") for line in result["report"])
+    unmanaged = role_plan(device_facts=device_facts, users=["trainer"], manage_groups=False, strict=False)
+    assert unmanaged["users_to_add"] == [] and unmanaged["managed"]["groups"] == []
+    assert any(line.startswith("fail | user-trainer |") for line in unmanaged["report"])
+
+
+def test_role_plan_stops_on_failed_checks_unless_told_to_report_only():
+    broken = dict(facts(), kfd={"path": "/dev/kfd", "exists": False})
+    with pytest.raises(cf.FlagError) as failed:
+        role_plan(device_facts=broken)
+    assert str(failed.value) == ("container_runtime: /dev/kfd missing. Fix: load the amdgpu driver (modprobe amdgpu); install "
+                                 "amdgpu-dkms if the module is missing (or container_runtime_strict: false to report only).")
+    assert role_plan(device_facts=broken, strict=False)["report"][0].startswith("fail | kfd | /dev/kfd missing")
+    # regular files stand in for the device nodes on a simulated node
+    simulated = facts(char=False)
+    with pytest.raises(cf.FlagError, match="not a character device"):
+        role_plan(device_facts=simulated)
+    assert role_plan(device_facts=simulated, sysroot="/sim")["checks"][0]["status"] == "pass"
+
+
+def test_role_plan_restarts_docker_only_when_allowed_and_present():
+    assert role_plan(docker_restart_ok=True)["docker_restart"] is True
+    assert role_plan(docker_restart_ok=False)["docker_restart"] is False
+    assert role_plan(docker_restart_ok=True, device_facts=facts(docker=False))["docker_restart"] is False
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"group_size": -1}, "container_runtime_group_size must be an integer >= 0, 0 putting all GPUs in one flag set (got -1)"),
+    ({"group_size": "two"}, "container_runtime_group_size must be an integer >= 0"),
+    ({"cdi": "maybe"}, "container_runtime_cdi must be auto, true or false (got maybe)"),
+    ({"privileged": True}, "container_runtime_privileged: --privileged is never emitted: --privileged gives the container"),
+    ({"extra_caps": ["cap_sys_rawio", "ALL", "SYS_RAWIO"]}, "container_runtime_extra_caps: SYS_RAWIO, ALL refused: SYS_RAWIO is"),
+    ({"output_dir": "out/flags"}, "container_runtime_output_dir must be an absolute path of [A-Za-z0-9_./-] (got out/flags)"),
+    ({"launch_dir": "rel"}, "container_runtime_launch_dir must be empty or an absolute path"),
+    ({"daemon_json_path": "/etc/docker/daemon json"}, "container_runtime_daemon_json_path must be an absolute path"),
+])
+def test_role_input_errors_name_the_variable_and_the_fix(options, message):
+    with pytest.raises(cf.FlagError) as failed:
+        cf.check_options(dict(ROLE, **options), KNOWLEDGE)
+    assert message in str(failed.value)
+    with pytest.raises(cf.FlagError):
+        role_plan(**options)
+
+
+def test_role_input_errors_are_all_named_at_once_with_their_sources():
+    with pytest.raises(cf.FlagError) as failed:
+        cf.check_options(dict(ROLE, privileged=True, extra_caps=["SYS_RAWIO"], output_dir="x"), KNOWLEDGE)
+    parts = str(failed.value).split("; container_runtime_")
+    assert [p.split(" ", 1)[0].split(":")[0] for p in parts] == ["container_runtime_privileged", "extra_caps", "output_dir"]
+    assert "no AMD document requires it" in str(failed.value)
+    assert "not a capability. Remove them [source: ROCm/rocm-install-on-linux" in str(failed.value)
+    assert ".. " not in str(failed.value)
+    assert role_plan(launch_dir="")["groups"][0]["flags"][-1] == "--cap-add=SYS_NICE"

@@ -88,7 +88,7 @@ RULES = [
     ("hsa-override-unverified", "HSA_OVERRIDE_GFX_VERSION", "10.3.0", CONSUMER, MI300X),
     ("hcc-target-build-only", "HCC_AMDGPU_TARGET", "gfx942", Sim(SPX), None),
     ("hcc-target-misses-node-gfx", "HCC_AMDGPU_TARGET", "gfx90a", Sim(SPX), Sim(MI250X)),
-    ("sdma-off-outside-debug", "HSA_ENABLE_SDMA", "0", MI250, ctx(MI250, profile="debug")),
+    ("sdma-off-outside-debug", "HSA_ENABLE_SDMA", "0", ctx(MI250, profile="debug"), ctx(MI250, profile="debug", debug=True)),
     ("fine-grain-pcie-all-xgmi", "HSA_FORCE_FINE_GRAIN_PCIE", "1", Sim(SPX), Sim(HIVES)),
     ("dev-kernarg-default", "HIP_FORCE_DEV_KERNARG", "1", MI300X, ctx(MI300X, rocm="6.1.3")),
     ("scratch-reclaim-needed-mec", "HSA_NO_SCRATCH_RECLAIM", "1", Sim(SPX, firmware={3: 176}), Sim(SPX)),
@@ -659,3 +659,136 @@ def test_role_readme_shows_the_source_article_report_verbatim(sim_model):
         readme = handle.read().splitlines()
     for line in env_rules.format_report(result) + result["env_lines"]:
         assert line in readme, line
+
+
+# --- profile behaviour from profile data (knowledge/env_profiles.yml), never from a profile's name ---
+
+def profiles_with(**new):
+    """A copy of the knowledge's profiles with ``new`` ones added (or replaced)."""
+    copied = copy.deepcopy(PROFILES)
+    copied["profiles"].update(new)
+    return copied
+
+
+def test_every_profile_states_its_data():
+    for name, profile in PROFILES["profiles"].items():
+        assert profile.get("fabric") in env_rules.FABRICS and isinstance(profile.get("debug"), bool), name
+    assert env_rules.profile_traits(PROFILES, "rdma-training") == {"fabric": "rdma", "debug": False}
+    assert env_rules.profile_traits(PROFILES, "debug") == {"fabric": "none", "debug": True}
+
+
+def test_a_new_profile_behaves_as_its_data_says(sim_model):
+    profiles = profiles_with(**{
+        "roce-inference": {"description": "serving over RoCE", "fabric": "rdma", "include": ["inference"], "variables": {}},
+        "bringup": {"description": "a second debugging profile", "debug": True, "variables": {}},
+    })
+    node = Sim(SPX, fabric=None).context(sim_model)
+    overrides = {"NCCL_NSOCKS_PERTHREAD": "4", "HSA_ENABLE_SDMA": "0"}
+    rdma = env_rules.resolve("roce-inference", overrides, {}, node, KNOWLEDGE, profiles)
+    assert rdma["fabric"] == "rdma" and rdma["context"]["debug"] is False
+    assert {e["rule"] for e in rdma["warnings"]} == {"nsocks-on-rdma", "sdma-off-outside-debug"}
+    assert rdma["rendered"]["TORCH_BLAS_PREFER_HIPBLASLT"] == "1"  # the included profile's variables
+    bringup = env_rules.resolve("bringup", overrides, {}, node, KNOWLEDGE, profiles)
+    assert bringup["warnings"] == [] and bringup["context"]["debug"] is True and bringup["fabric"] == "none"
+    # the name alone decides nothing: a profile called debug without the data is warned about
+    renamed = profiles_with(debug=dict(PROFILES["profiles"]["debug"], debug=False))
+    assert [e["rule"] for e in env_rules.resolve("debug", {"HSA_ENABLE_SDMA": "0"}, {}, node, KNOWLEDGE, renamed)["warnings"]] \
+        == ["sdma-off-outside-debug"]
+
+
+def test_an_explicit_fabric_wins_over_the_profiles():
+    context = dict(MI300X, fabric="socket")
+    result = env_rules.resolve("rdma-training", {"NCCL_NSOCKS_PERTHREAD": "4"}, {}, context, KNOWLEDGE, PROFILES)
+    assert result["fabric"] == "socket" and result["warnings"] == []
+
+
+def test_profile_traits_are_inherited_and_checked():
+    profiles = profiles_with(**{"a": {"include": ["debug", "rdma-training"], "variables": {}},
+                                "b": {"include": ["a"], "debug": True, "variables": {}},
+                                "c": {"include": ["b"], "fabric": "socket", "variables": {}},
+                                "plain": {"variables": {}},
+                                "bad": {"fabric": "ib", "variables": {}},
+                                "loop": {"include": ["loop"], "variables": {}}})
+    # the last include that sets a value wins, as for variables; a profile's own value wins over its includes'
+    assert env_rules.profile_traits(profiles, "a") == {"fabric": "rdma", "debug": False}
+    assert env_rules.profile_traits(profiles, "b") == {"fabric": "rdma", "debug": True}
+    assert env_rules.profile_traits(profiles, "c") == {"fabric": "socket", "debug": True}
+    assert env_rules.profile_traits(profiles, "plain") == env_rules.TRAIT_DEFAULTS == {"fabric": "none", "debug": False}
+    with pytest.raises(ValueError, match="profile bad has fabric 'ib'"):
+        env_rules.profile_traits(profiles, "bad")
+    with pytest.raises(ValueError, match="includes itself"):
+        env_rules.profile_traits(profiles, "loop")
+
+
+# --- the rocm_env role's plan ---
+
+HEADER = "#\n# Ansible managed\n#"
+ROLE = {"profile": "xgmi-training", "overrides": {}, "allow": {}, "fabric": "", "profile_d": True, "env_dir": "/etc/topotune/env",
+        "fail_on_refusal": True}
+ROLE_KNOWLEDGE = {"env_vars": KNOWLEDGE, "env_profiles": PROFILES, "gpu_generations": _load("gpu_generations")}
+
+
+def test_role_plan_renders_both_files_for_the_node(sim_model):
+    plan = env_rules.role_plan(dict(ROLE, overrides={"NCCL_DEBUG": "INFO"}), sim_model(SPX), "6.4.1", ROLE_KNOWLEDGE, HEADER)
+    env, shell = plan["files"]
+    node = "# Node: gfx942, ROCm 6.4.1, fabric none."
+    assert env == {"path": "/etc/topotune/env/xgmi-training.env", "mode": "0644", "content": "\n".join(
+        [HEADER, "# topotune.instinct.rocm_env profile xgmi-training for docker --env-file and systemd EnvironmentFile=.", node,
+         "# Values are validated literals: no quoting needed or done."] + plan["resolved"]["env_lines"]) + "\n"}
+    assert shell["content"] == "\n".join([HEADER, "# topotune.instinct.rocm_env profile xgmi-training for login shells.", node]
+                                         + plan["resolved"]["shell_lines"]) + "\n"
+    assert shell["path"] == "/etc/profile.d/topotune-rocm.sh" and shell["state"] == "present" and shell["validate"] == "/bin/sh -n %s"
+    assert "NCCL_DEBUG=INFO" in env["content"] and "HIP_FORCE_DEV_KERNARG" not in env["content"]  # dropped: the default
+    assert plan["report"] == env_rules.format_report(plan["resolved"]) and plan["report"]
+    assert plan["managed"] == {"owner": "rocm_env", "files": [env["path"], shell["path"]]}
+
+
+def test_role_plan_without_the_login_shell_profile_and_on_an_unknown_node():
+    plan = env_rules.role_plan(dict(ROLE, profile="debug", profile_d=False, env_dir="/srv/env"), {}, "", ROLE_KNOWLEDGE, HEADER)
+    assert plan["files"][1]["state"] == "absent" and plan["managed"]["files"] == ["/srv/env/debug.env"]
+    assert "# Node: unknown GPUs, ROCm unknown, fabric none." in plan["files"][0]["content"]
+
+
+def test_role_plan_native_targets_include_the_gpu_generations():
+    generations = {"generations": [{"name": "MI400", "gfx": "gfx1250"}]}
+    assert "gfx1250" in env_rules.native_gfx_targets(KNOWLEDGE, generations)
+    plan = env_rules.role_plan(dict(ROLE, overrides={"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}, fail_on_refusal=False),
+                               {"gpus": [{"index": 0, "gfx": "gfx1250"}]},
+                               "7.0.0", dict(ROLE_KNOWLEDGE, gpu_generations=generations), HEADER)
+    assert plan["resolved"]["refusals"][0]["rule"] == "hsa-override-native"
+    assert "gfx1250" not in env_rules.native_gfx_targets(KNOWLEDGE, {})
+
+
+def test_role_plan_stops_on_refusals_naming_them_and_the_other_findings(sim_model):
+    options = dict(ROLE, profile="rdma-training", overrides=SOURCE_ARTICLE)
+    with pytest.raises(env_rules.EnvPlanError) as failed:
+        env_rules.role_plan(options, ARTICLE_NODE.model(sim_model), "5.7.1", ROLE_KNOWLEDGE, HEADER)
+    message = str(failed.value)
+    assert message.startswith("rocm_env refused HSA_OVERRIDE_GFX_VERSION, NCCL_PROTO: HSA_OVERRIDE_GFX_VERSION=9.0.0 on natively")
+    assert ('. Fix rocm_env_overrides, or where a rule allows it add rocm_env_allow: {NAME: "reason"}. Other findings: '
+            "WARNING HCC_AMDGPU_TARGET:") in message
+    assert "gfx900" in message and "data corruption" in message and "REFUSED" not in message
+    # reported, not fatal: everything not refused is rendered, the report lists the refusals first
+    plan = env_rules.role_plan(dict(options, fail_on_refusal=False), ARTICLE_NODE.model(sim_model), "5.7.1", ROLE_KNOWLEDGE, HEADER)
+    assert plan["report"][0].startswith("REFUSED HSA_OVERRIDE_GFX_VERSION:") and "NCCL_PROTO" not in plan["files"][0]["content"]
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"allow": {"HSA_OVERRIDE_GFX_VERSION": " ", "B": 3, "C": "ok"}},
+     'rocm_env_allow: every entry needs a non-empty string saying why the rule does not apply here (none for B, '
+     'HSA_OVERRIDE_GFX_VERSION), e.g. rocm_env_allow: {HSA_OVERRIDE_GFX_VERSION: "testing an unsupported APU"}'),
+    ({"env_dir": "/etc/topo tune"}, "rocm_env_env_dir must be an absolute path of [A-Za-z0-9_./-] (got /etc/topo tune)"),
+    ({"env_dir": "relative"}, "rocm_env_env_dir must be an absolute path"),
+    ({"env_dir": "/etc/x", "allow": {"A": None}, "profile": "nope"}, "none for A"),
+])
+def test_role_input_errors_name_the_variable_and_the_fix(options, message):
+    with pytest.raises(env_rules.EnvPlanError) as failed:
+        env_rules.role_plan(dict(ROLE, **options), {}, "", ROLE_KNOWLEDGE, HEADER)
+    assert message in str(failed.value)
+
+
+def test_role_input_errors_come_together_and_an_unknown_profile_is_named():
+    with pytest.raises(env_rules.EnvPlanError, match=r"rocm_env_allow: .*; rocm_env_env_dir must be"):
+        env_rules.check_options(dict(ROLE, allow={"X": ""}, env_dir="x"))
+    with pytest.raises(env_rules.EnvPlanError, match="rocm_env_profile nope: unknown environment profile 'nope'"):
+        env_rules.role_plan(dict(ROLE, profile="nope"), {}, "", ROLE_KNOWLEDGE, HEADER)

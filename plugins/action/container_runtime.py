@@ -1,0 +1,98 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action: the container_runtime role's plan for one node, in the controller process.
+
+Checks the input first (nothing is read from the node when it is wrong), takes the node's model by the one chain, runs
+the read-only gpu_topology module only when that chain has none, reads the device nodes with the read-only
+gpu_device_access module (unless given their facts), and returns ``plugin_utils/container_flags.role_plan()``: every
+launch group's flags, the compose fragment, the checks and their report, the files' text (for the role's one
+managed_files call), the users to add to the device groups and what the role manages. Wrong input, and failed checks
+with ``strict``, fail the task.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core import role_action
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, check_options, role_plan
+
+# Option values are checked by role_plan (raw here: a wrong one fails naming the role variable and the fix).
+OPTIONS = {
+    "profile": {"type": "str", "default": "xgmi-training"},
+    "group_size": {"type": "raw", "default": 0},
+    "cdi": {"type": "raw", "default": "auto"},
+    "seccomp_unconfined": {"type": "bool", "default": False},
+    "ipc_host": {"type": "bool", "default": True},
+    "shm_size": {"type": "str", "default": "64g"},
+    "env_file": {"type": "str", "default": ""},
+    "launch_dir": {"type": "raw", "default": ""},
+    "launch_wrapper": {"type": "str", "default": ""},
+    "numa_confine": {"type": "bool", "default": True},
+    "memory_binding": {"type": "bool", "default": True},
+    "extra_caps": {"type": "list", "elements": "str", "default": []},
+    "privileged": {"type": "bool", "default": False},
+    "users": {"type": "list", "elements": "str", "default": []},
+    "manage_groups": {"type": "bool", "default": True},
+    "sysroot": {"type": "str", "default": "/"},
+    "output_dir": {"type": "raw", "default": "/etc/topotune/container"},
+    "strict": {"type": "bool", "default": True},
+    "daemon_json_manage": {"type": "bool", "default": False},
+    "daemon_json_path": {"type": "raw", "default": "/etc/docker/daemon.json"},
+    "daemon_json_settings": {"type": "dict", "default": {}},
+    "docker_restart_ok": {"type": "bool", "default": False},
+}
+ARGUMENT_SPEC = dict(OPTIONS, **{
+    "device_facts": {"type": "dict"},
+    "topology": {"type": "dict", "default": {}},
+    "inventory_topology": {"type": "dict", "default": {}},
+    "discovery": {"type": "dict", "default": {}},
+})
+
+
+def knowledge():
+    try:
+        return {"container_flags": load_knowledge("container_flags"), "env_profiles": load_knowledge("env_profiles")}
+    except ValueError as err:
+        raise AnsibleActionFail("container_runtime: %s" % err) from None
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        options = {k: args[k] for k in OPTIONS}
+        known = knowledge()
+        try:
+            check_options(options, known["container_flags"])
+        except FlagError as err:
+            raise AnsibleActionFail(str(err)) from None
+
+        topology = role_action.known_model(args["topology"], args["inventory_topology"], args["discovery"])
+        if not topology:
+            found = role_action.discover(self, task_vars, args["sysroot"])
+            if found.get("failed"):
+                raise AnsibleActionFail("container_runtime: cannot read the node's GPU topology under %s: %s"
+                                        % (args["sysroot"], found.get("msg", "gpu_topology failed")))
+            topology = role_action.discovered_model(found)
+        devices = args["device_facts"]
+        if devices is None:
+            devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
+                                           module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
+            if devices.get("failed"):
+                raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
+                                        % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))
+        try:
+            planned = role_plan(options, topology, devices, known,
+                                role_action.managed_header(task_vars, self._templar))
+        except FlagError as err:
+            raise AnsibleActionFail(str(err)) from None
+        # a task result's `warnings` are Ansible's own; the plan's are in its report too
+        planned["flag_warnings"] = planned.pop("warnings")
+        result.update(changed=False, **planned)
+        return result

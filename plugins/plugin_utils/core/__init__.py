@@ -1,0 +1,1 @@
+"""What the controller-side plugins share: the knowledge loader, the role actions' common steps."""
