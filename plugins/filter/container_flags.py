@@ -60,8 +60,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.container_flags import FlagError, access_checks, plan
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 _KNOWLEDGE = {}
 

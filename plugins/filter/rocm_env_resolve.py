@@ -64,8 +64,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env_rules import context_from_topology, format_report, resolve
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 _KNOWLEDGE = {}
 

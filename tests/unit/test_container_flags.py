@@ -3,13 +3,12 @@
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.plugin_utils import container_flags as cf
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-with open(os.path.join(REPO, "knowledge", "container_flags.yml"), encoding="utf-8") as _handle:
-    KNOWLEDGE = yaml.safe_load(_handle)
+KNOWLEDGE = load_knowledge("container_flags")
 
 TOPOLOGY = {
     "gpus": [{"index": i, "gfx": "gfx942", "render_minor": 128 + i} for i in range(8)],

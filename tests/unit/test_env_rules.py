@@ -8,16 +8,15 @@ import copy
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.plugin_utils import env_rules
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _load(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 KNOWLEDGE = _load("env_vars")

@@ -2,18 +2,16 @@
 
 import os
 
-import yaml
-
 from ansible_collections.topotune.instinct.plugins.module_utils.rccl import compare_busbw, parse_perf
 from ansible_collections.topotune.instinct.plugins.plugin_utils import report_data
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MI355X = os.path.join(REPO, "tests", "fixtures", "smi", "rccl-tests_all_reduce_perf__mi355x-8gpu-1node__oci-gpu-quickstarts.txt")
 
 
 def test_benchmark_view_shows_warn_as_warn():
-    with open(os.path.join(REPO, "knowledge", "rccl_expectations.yml")) as handle:
-        expectations = yaml.safe_load(handle)
+    expectations = load_knowledge("rccl_expectations")
     with open(MI355X) as handle:
         result = parse_perf(handle.read().replace("232.72  407.26", "232.72  320.00"))
     comparison = compare_busbw(result, expectations, "MI355X")

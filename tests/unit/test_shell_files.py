@@ -7,9 +7,9 @@ import subprocess
 
 import jinja2
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env_rules import resolve
+from ansible_collections.topotune.instinct.plugins.plugin_utils.knowledge import load_knowledge
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,8 +47,7 @@ def test_static_shell_file(path):
 
 
 def _knowledge(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 def _render(template, **values):
