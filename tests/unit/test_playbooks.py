@@ -142,3 +142,15 @@ def test_installed_collection_writes_out_in_the_working_directory(tmp_path):
     got = _render("inventory/production", installed, "Discover the GPU topology", "gpu-a001.example.org",
                   "{{ __topotune_report_dir }}", PWD=str(tmp_path))
     assert got == str(tmp_path / "out")
+
+
+def test_the_plays_read_the_owner_roles_from_the_lookup():
+    """__topotune_owners templates to the owner roles in a play, as the manifest task and the correction use it."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.owners import owner_roles
+
+    got = _render("inventory/production", "playbooks/site.yml", "Record the manifest of managed settings",
+                  "gpu-a001.example.org", "{{ __topotune_owners }}")
+    assert got == owner_roles()
+    pattern = _render("inventory/production", "playbooks/site.yml", "Record the manifest of managed settings",
+                      "gpu-a001.example.org", "{{ '^(' ~ __topotune_owners | join('|') ~ ')_managed$' }}")
+    assert pattern == "^(%s)_managed$" % "|".join(owner_roles())
