@@ -15,8 +15,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core import role_action
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, check_options, role_plan
 
 # Option values are checked by role_plan (raw here: a wrong one fails naming the role variable and the fix).

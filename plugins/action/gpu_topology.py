@@ -11,20 +11,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import identify_model
-
-_GENERATIONS = []
-
-
-def generations():
-    """The generations list of knowledge/gpu_generations.yml, parsed once per controller process."""
-    if not _GENERATIONS:
-        try:
-            _GENERATIONS.append(load_knowledge("gpu_generations")["generations"])
-        except (ValueError, KeyError, TypeError) as err:
-            raise AnsibleActionFail("gpu_topology: cannot read knowledge/gpu_generations.yml: %s" % err) from None
-    return _GENERATIONS[0]
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import KnowledgeError, generations
 
 
 class ActionModule(ActionBase):
@@ -34,5 +22,9 @@ class ActionModule(ActionBase):
                                            module_args=self._task.args, task_vars=task_vars))
         topology = result.get("topology")
         if not result.get("failed") and isinstance(topology, dict):
-            topology["identity"] = identify_model(topology, generations())
+            try:
+                known = generations()
+            except KnowledgeError as err:
+                raise AnsibleActionFail("gpu_topology: cannot read knowledge/gpu_generations.yml: %s" % err) from None
+            topology["identity"] = identify_model(topology, known)
         return result

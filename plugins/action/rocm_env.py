@@ -13,9 +13,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.action.gpu_topology import generations
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core import role_action
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import generations, load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import EnvPlanError, check_options, role_plan
 
 ARGUMENT_SPEC = {

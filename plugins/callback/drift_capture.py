@@ -16,7 +16,10 @@ description:
     exported to the play as the environment variable C(TOPOTUNE_DRIFT_CAPTURE), where C(playbooks/drift.yml)
     reads it and writes C(drift/<host>.json). The file is removed when the run ends.
   - >-
-    Inert outside check mode and outside the five tuning roles, so it can stay enabled in C(callbacks_enabled) (the
+    The roles it records are the owner roles, those whose C(meta/topotune.yml) says C(owner: true) (the
+    C(topotune.instinct.owner_roles) lookup, which the playbooks read too).
+  - >-
+    Inert outside check mode and outside the owner roles, so it can stay enabled in C(callbacks_enabled) (the
     topotune repository's ansible.cfg does); or enable it for one run, e.g.
     C(ANSIBLE_CALLBACKS_ENABLED=topotune.instinct.drift_capture ansible-playbook playbooks/drift.yml -e topotune_drift_mode=full).
 requirements:
@@ -27,9 +30,11 @@ import json
 import os
 import tempfile
 
+from ansible.errors import AnsibleError
 from ansible.plugins.callback import CallbackBase
 
-OWNERS = ("cpu_governor", "kernel_tuning", "rocm_env", "container_runtime", "launch_templates")
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.owners import OwnersError, owner_roles
+
 _LIMIT = 2000
 
 
@@ -73,6 +78,12 @@ class CallbackModule(CallbackBase):
 
     def __init__(self, display=None):
         super().__init__(display=display)
+        try:
+            # read here, in the process the workers fork from: the owner_roles lookup they run finds it parsed
+            self.owners = frozenset(owner_roles())
+        except OwnersError as err:
+            # a capture that silently recorded no role would report a drifted node clean
+            raise AnsibleError("topotune.instinct.drift_capture: %s" % err) from None
         fd, self.path = tempfile.mkstemp(prefix="topotune-drift-", suffix=".json")
         os.close(fd)
         # workers fork from this process, so the play's lookup('env') sees the path
@@ -93,7 +104,7 @@ class CallbackModule(CallbackBase):
     def _record(self, result, failed=False):
         task = result._task
         role = task._role.get_name(include_role_fqcn=False) if task._role else None
-        if role not in OWNERS or not task.check_mode:
+        if role not in self.owners or not task.check_mode:
             return
         host = self.hosts.setdefault(result._host.get_name(), {"checked": 0, "drifted": []})
         host["checked"] += 1

@@ -66,7 +66,8 @@ options:
         benchmark's comparison, else the topology's device ids looked up in O(gpu_generations).
     type: str
   gpu_generations:
-    description: The knowledge file C(gpu_generations) (device ids to generations); default the collection's.
+    description:
+      - The knowledge file C(gpu_generations) (device ids to generations, aliases to names); default the collection's.
     type: dict
   collective_gpus:
     description:
@@ -99,8 +100,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.bench.advice import AdviceError, advise
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 
 def _run(bench):
@@ -128,10 +129,9 @@ def cluster_advice(bench, model_size_b=None, step_time_ms=None, comm_share=None,
         else {}
     try:
         data = config if config is not None else load_knowledge("advice")
-        generations = None
-        if topology and not generation:
-            known = gpu_generations if gpu_generations is not None else load_knowledge("gpu_generations")
-            generations = (known or {}).get("generations")
+        # the generations name the node's (topology identity) and resolve a given alias to its name
+        known = gpu_generations if gpu_generations is not None else load_knowledge("gpu_generations")
+        generations = (known or {}).get("generations")
         return advise(data, comm_share=comm_share, model_size_b=model_size_b, step_time_ms=step_time_ms,
                       busbw_gbs=busbw_gbs if busbw_gbs is not None else run.get("peak_busbw"),
                       ranks=run.get("n_ranks"), cross_numa=cross_numa_share, topology=topology or None,

@@ -70,7 +70,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, access, plan
 
 _KNOWLEDGE = {}

@@ -46,8 +46,10 @@ _value:
 
 from collections.abc import Mapping
 
-from ansible_collections.topotune.instinct.plugins.action.gpu_topology import generations
+from ansible.errors import AnsibleFilterError
+
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import identify_model
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import KnowledgeError, generations
 
 
 def node_topology(given, inventory=None, discovery=None):
@@ -56,7 +58,11 @@ def node_topology(given, inventory=None, discovery=None):
             if isinstance(model.get("identity"), Mapping):
                 return model
             # a model made without discovery's identity (an inventory's, an older capture): identified the same way
-            return dict(model, identity=identify_model(model, generations()))
+            try:
+                known = generations()
+            except KnowledgeError as err:
+                raise AnsibleFilterError("node_topology: %s" % err) from None
+            return dict(model, identity=identify_model(model, known))
     return {}
 
 

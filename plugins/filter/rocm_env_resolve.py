@@ -67,7 +67,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env import rules as env_rules
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import context_from_topology, format_report, resolve
 

@@ -309,6 +309,8 @@ def _check_partitions(health, spec, gen, facts):
     gpus = health["gpus"]
     name = (gen or {}).get("name")
     table = (spec.get("generations") or {}).get(name)
+    if isinstance(table, dict) and table.get("not_applicable"):
+        table = None  # the generation has no partition modes (its entry says why)
     if not gpus:
         return _result("gpu_partition_mode", "unknown", "no AMD GPU", "one compute/memory partition mode",
                        "no AMD GPU under sys/bus/pci/devices", source)

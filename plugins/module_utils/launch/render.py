@@ -20,8 +20,11 @@ Public API (standard library only):
 
 Binding of a GPU (``cpu_binding``): ``numa`` = the CPUs of its NUMA node; ``l3`` = the L3 domain(s) assigned to
 it (``l3_domains``), or ``cpu_map[gpu]``; ``none`` = no binding. ``reserved_cpus`` are removed from every set
-(e.g. Frontier's first core of each L3 region). The wrapper intersects the set with the CPUs the process is
-allowed (Slurm step, cgroup cpuset) at run time, so the table holds the node's plan, not a job's.
+(e.g. Frontier's first core of each L3 region). Its memory (``memory_policy``): the memory nodes and the numactl
+policy, ``membind`` (``--membind``), ``preferred`` (``--preferred``) or ``none``. Every rule is here: the table
+carries each GPU's resolved CPUs, memory nodes and policy, and the wrapper (the role's ``files/topotune-bind``)
+only intersects them with the CPUs and memory nodes the process is allowed (Slurm step, cgroup cpuset, affinity)
+at run time and applies the result, so the table holds the node's plan, not a job's.
 """
 
 import re
@@ -34,8 +37,11 @@ from .grouping import GroupingError, group_gpus
 VISIBLE_ENVS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "none")
 SCOPES = ("group", "rank")
 CPU_BINDINGS = ("numa", "l3", "none")
+# numactl's memory policies a table line may carry (numactl(8): --membind, --preferred); none: no memory policy
+MEMORY_POLICIES = ("membind", "preferred", "none")
 TABLE_NAME = "bind.table"
-TABLE_FORMAT = 1
+# 2: each gpu line carries its memory nodes and policy (format 1 had one node-wide `membind` line)
+TABLE_FORMAT = 2
 ENV_FILE = re.compile(r"^size[0-9]+-group[0-9]+\.env$")
 # The wrapper's default table path; the module points it at <dest>/bind.table when dest is not the default.
 WRAPPER_TABLE_LINE = re.compile(r"^(TABLE=\$\{TOPOTUNE_LAUNCH_TABLE:-)(/[^}]*)(\})", re.M)
@@ -224,11 +230,28 @@ def _numa_cpus(topology):
             if isinstance(n, dict) and isinstance(n.get("node"), int)}
 
 
+def memory_policy(nodes, options):
+    """``(policy, nodes)``: the numactl memory policy (``MEMORY_POLICIES``) of ranks bound to CPUs near the NUMA
+    ``nodes`` (a list; empty or holding None when unknown), and the nodes it names (None for ``none``).
+
+    Memory is bound (``membind``, numactl(8): "only allocate memory from nodes") to the nodes of the ranks' CPUs when
+    ``membind`` is on, CPUs are bound and every node is known; otherwise no policy (allocations stay first-touch
+    local). The one place of this rule: the wrapper applies what the table says, group recipes use it too."""
+    if not options["membind"] or options["cpu_binding"] == "none" or not nodes or any(n is None for n in nodes):
+        return "none", None
+    return "membind", sorted(set(nodes))
+
+
+def _numactl_memory(policy, nodes):
+    return [] if policy == "none" else ["--%s=%s" % (policy, ",".join(str(n) for n in nodes))]
+
+
 def gpu_binding(gpu, options, numa_cpus, l3):
-    """The CPU set, NUMA node and nominal numactl arguments of one rank on ``gpu``."""
+    """The CPU set, NUMA node, memory nodes and policy, and nominal numactl arguments of one rank on ``gpu``."""
     index = gpu["index"]
     node = _node(gpu)
-    result = {"gpu": index, "numa_node": node, "cpus": None, "l3": None, "numactl": [], "warning": None}
+    result = {"gpu": index, "numa_node": node, "cpus": None, "l3": None, "mems": None, "memory_policy": "none",
+              "numactl": [], "warning": None}
     mode = options["cpu_binding"]
     if mode == "none":
         return result
@@ -262,9 +285,9 @@ def gpu_binding(gpu, options, numa_cpus, l3):
             return result
         cpus = kept
     result["cpus"] = cpus
-    result["numactl"] = ["--physcpubind=%s" % cpus]
-    if node is not None and options["membind"]:
-        result["numactl"].append("--membind=%d" % node)
+    policy, mems = memory_policy([node], options)
+    result["memory_policy"], result["mems"] = policy, format_cpulist(mems) if mems else None
+    result["numactl"] = ["--physcpubind=%s" % cpus] + _numactl_memory(policy, mems or [])
     return result
 
 
@@ -284,10 +307,9 @@ def _group_recipe(members, bindings, options):
     visible = "" if options["visible_devices_env"] == "none" else "%s=%s " % (options["visible_devices_env"], gpus)
     args = []
     if nodes and not unknown and options["cpu_binding"] != "none":
-        node_list = ",".join(str(n) for n in nodes)
-        args = ["--cpunodebind=%s" % node_list]
-        if options["membind"]:
-            args.append("--membind=%s" % node_list)
+        args = ["--cpunodebind=%s" % ",".join(str(n) for n in nodes)]
+        policy, mems = memory_policy(nodes, options)
+        args += _numactl_memory(policy, mems or [])
     recipe = visible + ("numactl %s <command>" % " ".join(args) if args else "<command>")
     return {"gpus": list(members), "numa_nodes": nodes, "numa_unknown": unknown, "numactl": args,
             "recipe": recipe}
@@ -364,14 +386,16 @@ def render_table(p):
         "default_size %d" % p["default_size"],
         "visible %s" % opts["visible_devices_env"],
         "scope %s" % opts["visible_devices_scope"],
-        "membind %d" % (1 if opts["membind"] and opts["cpu_binding"] != "none" else 0),
         "devdir %s" % opts["dev_dir"],
-        "# gpu INDEX GRES_INDEX RENDER_MINOR NUMA_NODE CPUS (- = unknown)",
+        "# gpu INDEX GRES_INDEX RENDER_MINOR NUMA_NODE CPUS MEMS POLICY: the GPU's resolved binding, applied by the",
+        "# wrapper within the CPUs and memory nodes the process is allowed (CPUS, MEMS: - = unbound; POLICY: %s)"
+        % " | ".join(MEMORY_POLICIES),
     ]
     for gpu in p["gpus"]:
         b = p["bindings"][gpu["index"]]
-        lines.append("gpu %d %s %s %s %s" % (gpu["index"], _dash(gres.get(gpu["index"])), _dash(gpu.get("render_minor")),
-                                             _dash(b["numa_node"]), _dash(b["cpus"])))
+        lines.append("gpu %d %s %s %s %s %s %s" % (
+            gpu["index"], _dash(gres.get(gpu["index"])), _dash(gpu.get("render_minor")), _dash(b["numa_node"]),
+            _dash(b["cpus"]), _dash(b["mems"]), b["memory_policy"]))
     for s in p["sizes"]:
         lines.append("order %d %s" % (s["size"], " ".join(str(g) for g in s["order"])))
         for number, members in enumerate(s["groups"]):

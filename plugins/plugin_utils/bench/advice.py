@@ -19,8 +19,9 @@ Public API (standard library only, Python 3.8+):
 ``fabric_for(config, generation=None, topology=None, generations=None)``
     Where a node's collective (GPU-GPU) traffic flows: the ``fabrics`` entry of ``config`` for the GPU
     generation (given, or the topology's ``identity``; ``generations``, the list of knowledge/gpu_generations.yml,
-    identifies a model made without one), else what the topology's links show (``xgmi_full_mesh`` when every pair
-    of GPU devices has a direct xGMI link). ``None`` when nothing is known.
+    identifies a model made without one and resolves a given alias to the generation's name, the key of
+    ``fabrics``), else what the topology's links show (``xgmi_full_mesh`` when every pair of GPU devices has a
+    direct xGMI link; also for an ``unknown`` entry). ``None`` when nothing is known.
 ``cross_numa_share(topology, gpus=None, fabric=None)``
     Fraction of GPU pairs (of ``gpus``, default all) whose collective traffic crosses NUMA nodes through the
     host: the GPUs sit on different NUMA nodes AND the pair has no xGMI path (a PCIe link, or no link
@@ -39,7 +40,7 @@ Public API (standard library only, Python 3.8+):
 import re
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import model_identity
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import by_name, model_identity
 
 _ARTICLE_MODEL = {"base": 0.15, "reference_size_b": 13, "exponent": 0.7, "cap": 0.5}
 
@@ -151,8 +152,13 @@ def fabric_for(config, generation=None, topology=None, generations=None):
         name = model_identity(topology, generations)["generation"]
         how = "topology identity" if name else None
     if name:
+        # fabrics list generation names: an alias (MI250, MI350X) is looked up by its generation's name
+        known = by_name(generations, name) if generations else None
+        wanted = {name.upper(), str((known or {}).get("name") or "").upper()} - {""}
         for entry in fabrics:
-            if name.upper() in [str(g).upper() for g in entry.get("generations") or []]:
+            if entry.get("unknown"):
+                continue  # no source states these generations' fabric: the topology's links below
+            if wanted & {str(g).upper() for g in entry.get("generations") or []}:
                 found = dict(entry)
                 found.update(generation=name, found_by=how)
                 return found

@@ -19,10 +19,10 @@ import re
 
 import yaml
 
-from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import format_cpulist, parse
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import GroupingError, group_gpus
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import profile_traits
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")

@@ -6,20 +6,17 @@ import os
 import subprocess
 import sys
 
-import yaml
-
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.modules import platform_checks as module
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CLI = os.path.join(REPO, "bin", "topotune")
 
 
 def _knowledge():
-    def load(name):
-        with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-    return dict(load("gpu_generations"), pcie_health=load("pcie_health"), gpu_health=load("gpu_health"))
+    return dict(load_knowledge("gpu_generations"), pcie_health=load_knowledge("pcie_health"),
+                gpu_health=load_knowledge("gpu_health"))
 
 
 def _cli(*argv):

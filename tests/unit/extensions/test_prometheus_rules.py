@@ -11,6 +11,7 @@ import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "sim"))
@@ -33,10 +34,7 @@ def rules():
 
 
 def knowledge():
-    data = {}
-    for name in ("gpu_generations", "pcie_health", "gpu_health"):
-        with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-            data[name] = yaml.safe_load(handle)
+    data = {name: load_knowledge(name) for name in ("gpu_generations", "pcie_health", "gpu_health")}
     return dict(data["gpu_generations"], pcie_health=data["pcie_health"], gpu_health=data["gpu_health"])
 
 

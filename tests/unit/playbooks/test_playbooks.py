@@ -1,5 +1,6 @@
 """The playbooks define each default once: the report directory and the owner roles in playbooks/vars/topotune.yml,
-loaded by every play; reports are written by one run_once report_files task, never a delegated copy per host."""
+loaded by every play (the owner roles read from the roles' metadata); reports are written by one run_once
+report_files task, never a delegated copy per host."""
 
 import json
 import os
@@ -59,15 +60,25 @@ def test_report_dir_default_is_written_once():
     assert copies == [os.path.join("playbooks", "vars", "topotune.yml")], copies
 
 
-def test_owner_roles_are_listed_once_and_match_the_plays():
-    owners = _load("playbooks", "vars", "topotune.yml")["__topotune_owners"]
-    site = [role for play in _plays("site.yml") for role in _roles(play) if role != "platform_checks"]
+def test_owner_roles_are_declared_once_and_match_the_plays():
+    """The owner roles are their role metadata's (meta/topotune.yml), in site.yml's order; the playbooks and the
+    drift_capture callback read them through the owner_roles lookup and nobody spells the list out again."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.core.owners import owner_roles
+
+    owners = owner_roles()
+    # an owner is a role whose tasks export <role>_managed, the manifest entry site.yml records
+    for role in sorted(os.listdir(os.path.join(REPO, "roles"))):
+        exported = any("%s_managed" % role in text for _path, text in _text_files(os.path.join("roles", role, "tasks")))
+        assert (role in owners) == exported, "%s: meta/topotune.yml owner must be %s" % (role, str(exported).lower())
+    assert _load("playbooks", "vars", "topotune.yml")["__topotune_owners"] == "{{ query('topotune.instinct.owner_roles') }}"
+    site = [role for play in _plays("site.yml") for role in _roles(play)]
     full = [role for play in _plays("drift.yml") for role in _roles(play)]
-    assert site == owners and full == owners, (owners, site, full)
-    # the manifest and the correction read the list; nobody spells it out again
-    spelled = re.compile(r"cpu_governor\|kernel_tuning|\[cpu_governor, kernel_tuning")
+    assert [role for role in site if role not in owners] == ["platform_checks"] and full == owners, (owners, site, full)
+    spelled = re.compile(r"cpu_governor\W+kernel_tuning")
     copies = [path for path, text in _text_files("playbooks") if spelled.search(text)]
-    assert copies == [os.path.join("playbooks", "vars", "topotune.yml")], copies
+    copies += [os.path.relpath(os.path.join(root, name), REPO) for root, _dirs, files in os.walk(os.path.join(REPO, "plugins"))
+               for name in files if name.endswith(".py") and spelled.search(open(os.path.join(root, name)).read())]
+    assert copies == [], copies
 
 
 @pytest.mark.parametrize("name", PLAYBOOK_FILES)
@@ -131,3 +142,15 @@ def test_installed_collection_writes_out_in_the_working_directory(tmp_path):
     got = _render("inventory/production", installed, "Discover the GPU topology", "gpu-a001.example.org",
                   "{{ __topotune_report_dir }}", PWD=str(tmp_path))
     assert got == str(tmp_path / "out")
+
+
+def test_the_plays_read_the_owner_roles_from_the_lookup():
+    """__topotune_owners templates to the owner roles in a play, as the manifest task and the correction use it."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.core.owners import owner_roles
+
+    got = _render("inventory/production", "playbooks/site.yml", "Record the manifest of managed settings",
+                  "gpu-a001.example.org", "{{ __topotune_owners }}")
+    assert got == owner_roles()
+    pattern = _render("inventory/production", "playbooks/site.yml", "Record the manifest of managed settings",
+                      "gpu-a001.example.org", "{{ '^(' ~ __topotune_owners | join('|') ~ ')_managed$' }}")
+    assert pattern == "^(%s)_managed$" % "|".join(owner_roles())

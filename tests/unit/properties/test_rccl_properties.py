@@ -10,12 +10,12 @@ import glob
 import os
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import RcclParseError, compare_busbw, parse_perf
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
@@ -37,8 +37,7 @@ EXPECTATIONS = {"generations": [{"name": "X", "criteria": [
      "collective": "all_reduce_perf"}
     for size in (1048576, 134217728, 8589934592) for column in ("in_place", "out_of_place") for ranks in (None, 2)]}]}
 
-with open(os.path.join(REPO, "knowledge", "rccl_expectations.yml")) as _handle:
-    AMD = yaml.safe_load(_handle)
+AMD = load_knowledge("rccl_expectations")
 
 SETTINGS = settings(derandomize=True, max_examples=1000, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -2,13 +2,14 @@
 containers, visible-device indices, CPU and memory binding within what the process may use (real numactl)."""
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import TABLE_FORMAT, render
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash
 CLEARED = ["LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID",
            "TOPOTUNE_GROUP", "TOPOTUNE_GROUP_SIZE", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
            "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_JOB_ID", "TOPOTUNE_BIND_STRICT",
-           "TOPOTUNE_BIND_DEVDIR", "TOPOTUNE_BIND_NUMACTL"]
+           "TOPOTUNE_BIND_DEVDIR", "TOPOTUNE_BIND_NUMACTL", "TOPOTUNE_BIND_STATUS"]
 MI250X_NUMA = {0: 3, 1: 3, 2: 1, 3: 1, 4: 0, 5: 0, 6: 2, 7: 2}
 MI250X_CPUS = {0: "48-63,112-127", 2: "16-31,80-95", 4: "0-15,64-79", 6: "32-47,96-111"}
 
@@ -202,7 +203,7 @@ def test_a_missing_or_foreign_table_is_named(mi250x, tmp_path):
     proc = mi250x.run(["--", "app"], {"LOCAL_RANK": "0", "TOPOTUNE_LAUNCH_TABLE": str(tmp_path / "none")}, expect_rc=2)
     assert "cannot read the launch table %s" % (tmp_path / "none") in proc.stderr
     old = tmp_path / "old.table"
-    old.write_text((mi250x.dest / "bind.table").read_text().replace("format 1", "format 0"))
+    old.write_text((mi250x.dest / "bind.table").read_text().replace("format %d" % TABLE_FORMAT, "format 0"))
     proc = mi250x.run(["--", "app"], {"LOCAL_RANK": "0", "TOPOTUNE_LAUNCH_TABLE": str(old)}, expect_rc=2)
     assert "table format '0'" in proc.stderr and "re-run the launch_templates role" in proc.stderr
 
@@ -258,3 +259,81 @@ def test_binding_never_leaves_the_cpus_the_process_was_given(small):
     # partly allowed: the intersection
     wide = small.run(["sh", "-c", STATUS], {"LOCAL_RANK": "2"}, prefix=("taskset", "-c", "0,1"))
     assert _status(wide.stdout)["Cpus_allowed_list"] == "0"
+
+
+# --- memory: the table's resolved policy, applied within the memory nodes the process may use ----------------
+# A /proc/self/status as the kernel prints it (fs/proc/array.c: Cpus_allowed_list, Mems_allowed_list, Seccomp,
+# CapEff), read through TOPOTUNE_BIND_STATUS: the test machine has one NUMA node, a job on a 4-node MI250X host more.
+def _status_file(tmp_path, cpus="0-127", mems="0-3", seccomp=0, capeff="000001ffffffffff"):
+    path = tmp_path / "status"
+    path.write_text("Name:\tbash\nSeccomp:\t%d\nCpus_allowed_list:\t%s\nMems_allowed_list:\t%s\nCapEff:\t%s\n"
+                    % (seccomp, cpus, mems, capeff))
+    return str(path)
+
+
+def _gpu_lines(node):
+    table = (node.dest / "bind.table").read_text()
+    return {int(line.split()[1]): line.split()[2:] for line in table.splitlines() if line.startswith("gpu ")}
+
+
+def _argv(out):
+    return shlex.split(out["cmd"])
+
+
+def _show_bound(node, tmp_path, rank, **status):
+    env = {"LOCAL_RANK": str(rank), "TOPOTUNE_BIND_STATUS": _status_file(tmp_path, **status),
+           "TOPOTUNE_BIND_NUMACTL": "true"}
+    return node.show(env)
+
+
+def test_the_table_carries_each_gpus_resolved_binding(mi250x):
+    """CPUs, memory nodes and policy per GPU are the plan's, decided once in Python (launch_render.memory_policy)."""
+    bindings = {b["gpu"]: b for b in mi250x.result["plan"]["bindings"]}
+    for gpu, (_gres, _minor, numa, cpus, mems, policy) in _gpu_lines(mi250x).items():
+        assert (cpus, mems, policy) == (bindings[gpu]["cpus"], str(MI250X_NUMA[gpu]), "membind")
+        assert numa == mems and bindings[gpu]["numactl"][-1] == "--membind=%s" % mems
+
+
+def test_the_wrapper_applies_the_tables_memory_policy_within_the_allowed_nodes(mi250x, tmp_path):
+    # GPU 4 (NUMA node 0): a job allowed every node gets --membind=0 with the GPU's CPUs
+    out = _show_bound(mi250x, tmp_path, 4)
+    assert _argv(out) == "true --physcpubind=0-15,64-79 --membind=0 -- app".split()
+    assert (out["TOPOTUNE_BIND_MEMS"], out["TOPOTUNE_MEMORY_POLICY"]) == ("0", "membind")
+    # allowed only node 0: the cpuset already confines memory there, no policy to set
+    assert _argv(_show_bound(mi250x, tmp_path, 4, mems="0")) == "true --physcpubind=0-15,64-79 -- app".split()
+    # GPU 0 (node 3) in a job allowed nodes 1-2: said, not bound (strict: refused)
+    out = _show_bound(mi250x, tmp_path, 0, mems="1-2")
+    assert _argv(out) == "true --physcpubind=48-63,112-127 -- app".split()
+    assert "GPU 0's memory nodes 3 are outside the memory nodes this process may use (1-2); memory not bound" in out["stderr"]
+    proc = mi250x.run(["--", "app"], {"LOCAL_RANK": "0", "TOPOTUNE_BIND_STATUS": _status_file(tmp_path, mems="1-2"),
+                                      "TOPOTUNE_BIND_NUMACTL": "true", "TOPOTUNE_BIND_STRICT": "1"}, expect_rc=2)
+    assert "GPU 0's memory nodes 3 are outside" in proc.stderr
+    # a container whose seccomp filter denies set_mempolicy (no CAP_SYS_NICE, bit 23 of CapEff): said, not bound
+    out = _show_bound(mi250x, tmp_path, 4, seccomp=2, capeff="00000000a80425fb")
+    assert _argv(out) == "true --physcpubind=0-15,64-79 -- app".split()
+    assert "seccomp filter denies set_mempolicy without CAP_SYS_NICE" in out["stderr"]
+    out = _show_bound(mi250x, tmp_path, 4, seccomp=2, capeff="00000000a88425fb")
+    assert _argv(out) == "true --physcpubind=0-15,64-79 --membind=0 -- app".split()
+
+
+def test_the_wrapper_applies_whatever_policy_the_table_gives(mi250x, tmp_path):
+    """The wrapper holds no memory rule: a table line's policy is applied as it stands (preferred, none)."""
+    table = mi250x.dest / "bind.table"
+    text = table.read_text()
+    line = next(line for line in text.splitlines() if line.startswith("gpu 4 "))
+    table.write_text(text.replace(line, line.replace(" 0 membind", " 0 preferred")))
+    assert _argv(_show_bound(mi250x, tmp_path, 4)) == "true --physcpubind=0-15,64-79 --preferred=0 -- app".split()
+    table.write_text(text.replace(line, line.replace(" 0 membind", " 0 none")))
+    out = _show_bound(mi250x, tmp_path, 4)
+    assert _argv(out) == "true --physcpubind=0-15,64-79 -- app".split() and out["TOPOTUNE_MEMORY_POLICY"] == "none"
+    table.write_text(text.replace(line, line.replace(" 0 membind", " 0 interleave")))
+    proc = mi250x.run(["--", "app"], {"LOCAL_RANK": "4"}, expect_rc=2)
+    assert "GPU 4 has memory policy 'interleave' (membind, preferred or none)" in proc.stderr
+
+
+@pytest.mark.parametrize("options", [{"membind": False}, {"cpu_binding": "none"}])
+def test_without_memory_binding_the_table_says_none_and_nothing_is_bound(tmp_path, options):
+    node = Node(tmp_path, "mi250x-8gcd", options)
+    assert {tuple(f[-2:]) for f in _gpu_lines(node).values()} == {("-", "none")}
+    out = _show_bound(node, tmp_path, 4)
+    assert "--membind" not in out["cmd"] and out["TOPOTUNE_MEMORY_POLICY"] == "none"

@@ -7,8 +7,8 @@ import subprocess
 
 import jinja2
 import pytest
-import yaml
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import role_plan
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -47,8 +47,7 @@ def test_static_shell_file(path):
 
 
 def _knowledge(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 def _render(template, **values):

@@ -6,9 +6,9 @@ import stat
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.modules import rccl_bench
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SMI = os.path.join(REPO, "tests", "fixtures", "smi")
@@ -21,8 +21,7 @@ TAGGED = os.path.join(SMI, "nccl-tests_all_reduce_perf_mpi__rtx5090-1gpu-2ranks-
 
 
 def _knowledge(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml")) as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 def _fake_binary(tmp_path, capture=MI300X, rc=0, extra=""):

@@ -4,7 +4,6 @@ import copy
 import os
 
 import pytest
-import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.filter.cluster_advice import cluster_advice
@@ -18,6 +17,7 @@ from ansible_collections.topotune.instinct.plugins.plugin_utils.bench.advice imp
     fabric_for,
     xgmi_summary,
 )
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ARTICLE = "source article (authors' own figures, ROCm 5.7, MI250)"
@@ -25,8 +25,7 @@ ARTICLE = "source article (authors' own figures, ROCm 5.7, MI250)"
 
 @pytest.fixture(scope="module")
 def config():
-    with open(os.path.join(REPO, "knowledge", "advice.yml")) as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge("advice")
 
 
 def _topology(numa):
@@ -57,8 +56,7 @@ def _mi300x(numa=(0, 0, 0, 0, 1, 1, 1, 1), device_id="0x74a1"):
 
 @pytest.fixture(scope="module")
 def generations():
-    with open(os.path.join(REPO, "knowledge", "gpu_generations.yml")) as handle:
-        return yaml.safe_load(handle)["generations"]
+    return load_knowledge("gpu_generations")["generations"]
 
 
 def test_knowledge_is_the_articles_figures(config):

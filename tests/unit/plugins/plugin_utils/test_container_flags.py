@@ -5,11 +5,11 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env import container_plan as cf
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-with open(os.path.join(REPO, "knowledge", "container_flags.yml"), encoding="utf-8") as _handle:
-    KNOWLEDGE = yaml.safe_load(_handle)
+KNOWLEDGE = load_knowledge("container_flags")
 
 TOPOLOGY = {
     "gpus": [{"index": i, "gfx": "gfx942", "render_minor": 128 + i} for i in range(8)],

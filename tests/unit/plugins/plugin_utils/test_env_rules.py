@@ -8,16 +8,15 @@ import copy
 import os
 
 import pytest
-import yaml
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.env import rules as env_rules
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
 
 def _load(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 KNOWLEDGE = _load("env_vars")

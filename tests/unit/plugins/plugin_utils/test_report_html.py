@@ -13,7 +13,6 @@ import xml.etree.ElementTree as ET
 from unittest.mock import MagicMock
 
 import pytest
-import yaml
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.topotune.instinct.plugins.action.cluster_report import ActionModule
@@ -21,6 +20,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl impor
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import discover
 from ansible_collections.topotune.instinct.plugins.plugin_utils.bench.advice import advise
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.report.render import (
     link_summary,
     load_report_dir,
@@ -50,8 +50,7 @@ def models(sim_tree):
 
 
 def _knowledge(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml")) as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 def _benchmark(host, topology):

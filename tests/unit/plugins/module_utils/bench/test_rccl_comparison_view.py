@@ -2,9 +2,8 @@
 
 import os
 
-import yaml
-
 from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import compare_busbw, parse_perf
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.report import data as report_data
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
@@ -12,8 +11,7 @@ MI355X = os.path.join(REPO, "tests", "fixtures", "smi", "rccl-tests_all_reduce_p
 
 
 def test_benchmark_view_shows_warn_as_warn():
-    with open(os.path.join(REPO, "knowledge", "rccl_expectations.yml")) as handle:
-        expectations = yaml.safe_load(handle)
+    expectations = load_knowledge("rccl_expectations")
     with open(MI355X) as handle:
         result = parse_perf(handle.read().replace("232.72  407.26", "232.72  320.00"))
     comparison = compare_busbw(result, expectations, "MI355X")

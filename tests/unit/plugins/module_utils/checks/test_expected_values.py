@@ -4,14 +4,13 @@ wrong ROCm, kernel, OS, BIOS, VBIOS or firmware fails, which cross-node consiste
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import expected_values as ev
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
-with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as _fh:
-    KNOWLEDGE = yaml.safe_load(_fh)
+KNOWLEDGE = load_knowledge("gpu_generations")
 
 
 def _by_id(results):

@@ -7,18 +7,17 @@ import importlib.util
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import gpu_health as gh
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare, lines
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 
 
 def _load(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 HEALTH = _load("gpu_health")

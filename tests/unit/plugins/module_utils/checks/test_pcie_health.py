@@ -4,17 +4,15 @@ import copy
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
-with open(os.path.join(REPO, "knowledge", "pcie_health.yml"), encoding="utf-8") as _fh:
-    KNOWLEDGE = yaml.safe_load(_fh)
-with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as _fh:
-    GENERATIONS = yaml.safe_load(_fh)
+KNOWLEDGE = load_knowledge("pcie_health")
+GENERATIONS = load_knowledge("gpu_generations")
 
 GOOD = "mi300x-8gpu-spx"
 # fault profile -> (check id, status, text the observation must name)

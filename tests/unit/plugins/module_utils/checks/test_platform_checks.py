@@ -6,14 +6,13 @@ import importlib.util
 import os
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.filter.checks_report import checks_report
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
-with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as _fh:
-    KNOWLEDGE = yaml.safe_load(_fh)
+KNOWLEDGE = load_knowledge("gpu_generations")
 GENERATIONS = {g["name"]: g for g in KNOWLEDGE["generations"]}
 _SPEC = importlib.util.spec_from_file_location("sim_sysroot", os.path.join(REPO, "sim", "sysroot.py"))
 sim = importlib.util.module_from_spec(_SPEC)
@@ -366,7 +365,7 @@ def test_mi300a_requires_its_own_kernel_parameters():
 
 
 # ------------------------------------------------------------------------------ IOMMU passthrough in effect
-PCIE = yaml.safe_load(open(os.path.join(REPO, "knowledge", "pcie_health.yml"), encoding="utf-8"))
+PCIE = load_knowledge("pcie_health")
 WITH_PCIE = dict(KNOWLEDGE, pcie_health=PCIE)
 TSME_LINE = "[    0.401223] iommu: Memory encryption detected - Disabling default IOMMU Passthrough\n"
 

@@ -9,8 +9,10 @@ from ansible_collections.topotune.instinct.plugins.module_utils.launch.render im
     ENV_FILE,
     LaunchRenderError,
     container_indices,
+    memory_policy,
     plan,
     render,
+    render_table,
     validate_options,
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
@@ -102,7 +104,7 @@ def test_numa_minus1_gives_no_binding_and_a_warning(topo):
     files = _files(result)
     env = files["/etc/topotune/launch/size4-group0.env"]["content"]
     assert "TOPOTUNE_NUMA_NODES=\n" in env and "TOPOTUNE_CPUS=\n" in env
-    assert "gpu 0 0 128 - -\n" in files["/etc/topotune/launch/bind.table"]["content"]
+    assert "gpu 0 0 128 - - - none\n" in files["/etc/topotune/launch/bind.table"]["content"]
 
 
 def test_reserving_every_cpu_of_a_gpu_leaves_it_unbound_with_a_warning(topo):
@@ -146,9 +148,9 @@ def test_table_lists_gpus_groups_and_options(topo):
     table = _files(render(topo("mi250x-8gcd"), {"sizes": [2], "visible_devices_scope": "rank"}))[
         "/etc/topotune/launch/bind.table"]["content"]
     lines = [line for line in table.splitlines() if not line.startswith("#")]
-    assert lines[:7] == ["format 1", "sizes 2", "default_size 2", "visible ROCR_VISIBLE_DEVICES", "scope rank",
-                         "membind 1", "devdir /dev"]
-    assert "gpu 0 0 128 3 48-63,112-127" in lines and "gpu 4 4 132 0 0-15,64-79" in lines
+    assert lines[:6] == ["format 2", "sizes 2", "default_size 2", "visible ROCR_VISIBLE_DEVICES", "scope rank",
+                         "devdir /dev"]
+    assert "gpu 0 0 128 3 48-63,112-127 3 membind" in lines and "gpu 4 4 132 0 0-15,64-79 0 membind" in lines
     assert "order 2 0 1 2 3 4 5 6 7" in lines and "group 2 3 6 7" in lines
 
 
@@ -218,3 +220,19 @@ def test_partial_groups_on_a_full_mesh_are_warned_not_refused(topo, name, warned
     if warned:
         assert [s["size"] for s in p["sizes"]] == [2, 4, 8]   # still generated
         assert any("uses 3 of each GPU's 7 xGMI links" in w for w in p["warnings"])
+
+
+def test_memory_policy_is_decided_once_for_ranks_and_groups(topo):
+    """memory_policy is the one rule: the per-GPU binding, the table line and the group recipe all follow it; a GPU
+    whose ranks run unbound (every CPU reserved) gets no memory policy either, as its plan says."""
+    p = plan(topo("mi300x-8gpu-spx"), {"reserved_cpus": "0-95,192-287", "sizes": [8]})
+    assert (p["bindings"][0]["mems"], p["bindings"][0]["memory_policy"], p["bindings"][0]["numactl"]) == (None, "none", [])
+    assert (p["bindings"][4]["mems"], p["bindings"][4]["memory_policy"]) == ("1", "membind")
+    assert p["bindings"][4]["numactl"] == ["--physcpubind=96-191,288-383", "--membind=1"]
+    assert p["sizes"][0]["recipes"][0]["numactl"] == ["--cpunodebind=0,1", "--membind=0,1"]
+    table = render_table(p)
+    assert "gpu 0 0 128 0 - - none\n" in table and "gpu 4 4 132 1 96-191,288-383 1 membind\n" in table
+    assert memory_policy([0, 1], p["options"]) == ("membind", [0, 1])
+    assert memory_policy([0, None], p["options"]) == ("none", None)
+    assert memory_policy([3], dict(p["options"], membind=False)) == ("none", None)
+    assert memory_policy([3], dict(p["options"], cpu_binding="none")) == ("none", None)

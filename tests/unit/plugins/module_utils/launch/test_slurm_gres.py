@@ -33,7 +33,7 @@ def _gres(model, options=None):
 
 
 def _table_gres(result):
-    """GPU index -> gres position, from the wrapper's table (``gpu INDEX GRES RENDER NUMA CPUS``)."""
+    """GPU index -> gres position, from the wrapper's table (``gpu INDEX GRES RENDER NUMA CPUS MEMS POLICY``)."""
     table = next(f["content"] for f in result["files"] if f["path"].endswith("bind.table"))
     rows = [line.split() for line in table.splitlines() if line.startswith("gpu ")]
     return {int(row[1]): int(row[2]) for row in rows if row[2] != "-"}
@@ -174,4 +174,4 @@ def test_render_minors_out_of_gpu_order_keep_gpu_order(topo):
     assert [line["Cores"] for line in lines] == ["0"] * 4 + ["1"] * 4   # GPUs 0-3 on CPU 0's L3, 4-7 on CPU 1's
     assert _table_gres(result) == {g: g for g in range(8)}
     table = next(f["content"] for f in result["files"] if f["path"].endswith("bind.table"))
-    assert "gpu 0 0 135 0 0\n" in table and "gpu 7 7 128 0 1\n" in table
+    assert "gpu 0 0 135 0 0 0 membind\n" in table and "gpu 7 7 128 0 1 0 membind\n" in table

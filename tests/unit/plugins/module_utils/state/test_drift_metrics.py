@@ -14,6 +14,7 @@ import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
 from ansible_collections.topotune.instinct.plugins.module_utils.state.managed_state import build_manifest, dumps
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "sim"))
@@ -43,8 +44,7 @@ def node(tmp_path):
     ]
     manifest = tmp_path / "manifest.json"
     manifest.write_text(dumps(build_manifest(entries, owned_root=str(tmp_path / "etc" / "topotune"))))
-    with open(os.path.join(REPO, "knowledge", "gpu_generations.yml"), encoding="utf-8") as handle:
-        (tmp_path / "knowledge.json").write_text(json.dumps(yaml.safe_load(handle)))
+    (tmp_path / "knowledge.json").write_text(json.dumps(load_knowledge("gpu_generations")))
     dropin = tmp_path / "90-topotune.cfg"
     dropin.write_text('# managed\nGRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off"\n')
     config = {"manifest": str(manifest), "sysroot": str(root), "knowledge": str(tmp_path / "knowledge.json"),

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.topotune.instinct.plugins.filter.kernel_params import kernel_params
 from ansible_collections.topotune.instinct.plugins.filter.node_topology import node_topology
@@ -28,6 +27,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.topology.identit
 )
 from ansible_collections.topotune.instinct.plugins.modules import rccl_bench
 from ansible_collections.topotune.instinct.plugins.plugin_utils.bench.advice import fabric_for
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.report.data import _topology_view
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
@@ -37,8 +37,7 @@ MI300X_RUN = os.path.join(REPO, "tests", "fixtures", "smi",
 
 
 def _knowledge(name):
-    with open(os.path.join(REPO, "knowledge", name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+    return load_knowledge(name)
 
 
 GPU_GENERATIONS = _knowledge("gpu_generations")

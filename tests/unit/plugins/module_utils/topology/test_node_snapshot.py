@@ -62,7 +62,7 @@ HEALTH_PROFILES = ["mi300x-8gpu-spx", "fault-acs-enabled", "fault-aer-fatal", "f
 
 @pytest.mark.parametrize("profile", PROFILES + HEALTH_PROFILES)
 def test_extracted_snapshot_gives_the_same_platform_checks(snapshot, profile):
-    from ansible_collections.topotune.instinct.plugins.lookup.knowledge import load_knowledge
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
     node, extracted, _unused = snapshot(profile)
     knowledge = dict(load_knowledge("gpu_generations"), pcie_health=load_knowledge("pcie_health"),

@@ -1,0 +1,121 @@
+"""The one controller knowledge loader (plugin_utils/core/knowledge.py): parsed once per process with the C parser where
+PyYAML has it, a copy of its own for every caller, clear one-line errors; the lookup plugin, the filters and the
+gpu_topology action read through it, and nothing else in plugins/ parses knowledge/."""
+
+import ast
+import os
+import re
+
+import pytest
+import yaml
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core import knowledge as kn
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+PLUGINS = os.path.join(REPO, "plugins")
+
+
+def test_the_directory_is_the_collections_knowledge():
+    assert os.path.samefile(kn.KNOWLEDGE_DIR, os.path.join(REPO, "knowledge"))
+    assert kn.names() == sorted(f[:-4] for f in os.listdir(kn.KNOWLEDGE_DIR) if f.endswith(".yml"))
+
+
+@pytest.mark.parametrize("name", kn.names())
+def test_every_file_reads_the_same_with_the_c_and_the_python_parser(name):
+    with open(os.path.join(kn.KNOWLEDGE_DIR, name + ".yml"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert kn.load_knowledge(name) == yaml.load(text, Loader=yaml.SafeLoader)  # the pure-Python safe loader
+    if yaml.__with_libyaml__:
+        assert kn._LOADER is yaml.CSafeLoader
+
+
+def test_each_caller_gets_a_copy_of_its_own():
+    first = kn.load_knowledge("gpu_generations")
+    first["generations"][0]["name"] = "changed"
+    first["tables"]["kernel_params_common"]["required"].append("changed")
+    second = kn.load_knowledge("gpu_generations")
+    assert second["generations"][0]["name"] == "MI210"
+    assert "changed" not in second["tables"]["kernel_params_common"]["required"]
+    assert kn.generations() == second["generations"] and kn.generations() is not kn.generations()
+
+
+def test_a_file_is_parsed_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    (tmp_path / "facts.yml").write_text("a: [1, 2]\n")
+    calls = []
+    real = kn.parse
+    monkeypatch.setattr(kn, "parse", lambda text, path, what="knowledge file": calls.append(path) or real(text, path))
+    assert [kn.load_knowledge("facts", str(tmp_path)) for _ in range(5)] == [{"a": [1, 2]}] * 5
+    assert len(calls) == 1
+    (tmp_path / "facts.yml").write_text("a: [1, 2, 3]\n")
+    os.utime(tmp_path / "facts.yml", ns=(1, 10 ** 18))
+    assert kn.load_knowledge("facts", str(tmp_path)) == {"a": [1, 2, 3]} and len(calls) == 2
+
+
+# (file content or None for no file, name, message): one line naming the file and why
+ERRORS = [
+    (None, "Facts", "knowledge name 'Facts' is invalid: use lower-case letters, digits and _"),
+    (None, "../etc", "knowledge name '../etc' is invalid"),
+    (None, "absent", "no knowledge file 'absent' (known: other)"),
+    ("a: [1,\n", "broken", "knowledge file {dir}/broken.yml is not valid YAML: "),
+]
+
+
+@pytest.mark.parametrize("content,name,message", ERRORS)
+def test_what_cannot_be_loaded_is_one_clear_error(tmp_path, content, name, message):
+    (tmp_path / "other.yml").write_text("x: 1\n")
+    if content is not None:
+        (tmp_path / (name + ".yml")).write_text(content)
+    with pytest.raises(kn.KnowledgeError) as err:
+        kn.load_knowledge(name, str(tmp_path))
+    assert str(err.value).startswith(message.format(dir=tmp_path)) and "\n" not in str(err.value)
+    assert isinstance(err.value, TopotuneError) and isinstance(err.value, ValueError)
+
+
+def test_the_lookup_returns_copies_and_names_a_missing_file():
+    from ansible_collections.topotune.instinct.plugins.lookup.knowledge import LookupModule
+
+    lookup = LookupModule()
+    one, two = lookup.run(["advice", "advice"])
+    assert one == two == kn.load_knowledge("advice") and one is not two
+    with pytest.raises(AnsibleLookupError, match="no knowledge file 'nope' "):
+        lookup.run(["nope"])
+
+
+def _python_files():
+    for root, _dirs, files in os.walk(PLUGINS):
+        for name in files:
+            if name.endswith(".py"):
+                yield os.path.relpath(os.path.join(root, name), REPO)
+
+
+def _imports(path):
+    tree = ast.parse(open(os.path.join(REPO, path), encoding="utf-8").read(), path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            yield node.module or "", [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, []
+
+
+def test_knowledge_is_read_only_through_the_loader():
+    """No plugin parses YAML or opens knowledge/ itself, nor reaches the loader through another plugin."""
+    loader = os.path.join("plugins", "plugin_utils", "core", "knowledge.py")
+    for path in _python_files():
+        if path == loader:
+            continue
+        for module, imported in _imports(path):
+            assert not module.endswith(("lookup.knowledge", "action.gpu_topology")) or path.startswith(
+                os.path.join("plugins", "lookup")), "%s imports %s %s: import plugin_utils.core.knowledge" % (
+                    path, module, imported)
+        text = open(os.path.join(REPO, path), encoding="utf-8").read()
+        # writing YAML (a compose fragment) is fine; parsing it is the loader's
+        assert not re.search(r"\byaml\.(safe_)?load\b|\bLoader\b", text), \
+            "%s parses YAML itself: read knowledge with plugin_utils.core.knowledge" % path
+        assert '"knowledge")' not in text and "'knowledge')" not in text, "%s builds a knowledge/ path" % path
+    users = {p for p in _python_files() for m, _n in _imports(p) if m.endswith("plugin_utils.core.knowledge")}
+    assert {os.path.join("plugins", *p) for p in (("lookup", "knowledge.py"), ("action", "gpu_topology.py"),
+            ("filter", "node_topology.py"), ("filter", "rocm_env_resolve.py"), ("filter", "container_flags.py"),
+            ("filter", "cluster_advice.py"))} <= users
