@@ -18,6 +18,11 @@ Public API (standard library only, Python 3.8+):
     host: SR-IOV, IOMMU and ACS enabled), ``skip``).
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
+``PlatformChecksError(TopotuneError)``, ``check_role_options(options, prefix="platform_checks_")``
+    What a type cannot say about the options of role ``platform_checks`` (and of ``drift_exporter``, which takes
+    the same with its own prefix): raises naming each wrong variable (``<prefix><option>``), its value and the fix.
+``FAIL_ON``, ``blocking(results, fail_on)``
+    The ids of the results at or above ``fail_on`` (``fail``, ``warn`` or ``never``): what stops the play.
 
 Check ids follow ROCm/cvs ``cvs/tests/platform/host_configs_cvs.py`` (``test_check_<id>``) where CVS has
 the check; the ``cvs`` key names the CVS test.
@@ -28,6 +33,7 @@ import re
 
 from . import expected_values, gpu_health, pcie_health
 from .cpulist import CpulistError, format_cpulist, parse
+from .errors import TopotuneError
 from .expected_values import check_expected
 from .gpu_identity import generation_entry, identify
 from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
@@ -46,7 +52,8 @@ OPTIONS = {
     "transparent_hugepage": {"type": "str", "default": "",
                              "help": "expected transparent hugepage mode; empty: the knowledge file's"},
     "pending_cmdline": {"type": "list", "elements": "str", "default": [],
-                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing)"},
+                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing); "
+                                "kernel_tuning's +param/-param entries are taken as they are"},
     "virtualization_host": {"type": "bool", "default": False,
                             "help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
     "skip": {"type": "list", "elements": "str", "default": [], "help": "a check id to leave out (repeatable)"},
@@ -282,6 +289,43 @@ def _as_guest(results, identity, gen):
                 % res["id"])
         out.append(res)
     return out
+
+
+class PlatformChecksError(TopotuneError):
+    """Options the checks cannot run with."""
+
+
+# The statuses that stop the play for each platform_checks_fail_on value.
+FAIL_ON = {"fail": ("fail",), "warn": ("warn", "fail"), "never": ()}
+_ABSOLUTE = re.compile(r"^/\S*$")
+
+
+def check_role_options(options, prefix="platform_checks_"):
+    """Raise ``PlatformChecksError`` naming every option of ``options`` a type cannot refuse: ``gpu_count`` below 0,
+    ``sysroot`` not an absolute path without spaces, ``report_dir`` (a controller directory) neither empty nor
+    absolute (``~`` for the controller user's home is fine), ``fail_on`` not in ``FAIL_ON``. Options not given are
+    not checked."""
+    problems = []
+    if "gpu_count" in options:
+        count = options["gpu_count"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            problems.append("%sgpu_count must be an integer >= 0 (0: the generation's devices_per_node), got %s"
+                            % (prefix, count))
+    if "sysroot" in options and not (isinstance(options["sysroot"], str) and _ABSOLUTE.match(options["sysroot"])):
+        problems.append("%ssysroot must be an absolute path without spaces, got %s" % (prefix, options["sysroot"]))
+    report_dir = options.get("report_dir")
+    if report_dir and not (isinstance(report_dir, str) and report_dir.startswith(("/", "~"))):
+        problems.append("%sreport_dir must be empty (no file) or an absolute controller path, got %s"
+                        % (prefix, report_dir))
+    if "fail_on" in options and options["fail_on"] not in FAIL_ON:
+        problems.append("%sfail_on must be one of %s, got %s" % (prefix, ", ".join(FAIL_ON), options["fail_on"]))
+    if problems:
+        raise PlatformChecksError("%s: invalid input. %s" % (prefix.rstrip("_"), "; ".join(problems)))
+
+
+def blocking(results, fail_on):
+    """Ids of the results whose status stops the play at ``fail_on``."""
+    return [res["id"] for res in results if res["status"] in FAIL_ON[fail_on]]
 
 
 def summarize(results):
@@ -664,9 +708,17 @@ def _check_attest(gen, tables=None, options=None):
     return results
 
 
+def pending_parameters(entries):
+    """The parameters configured for the next boot in ``entries``: plain ones, and kernel_tuning's
+    ``kernel_tuning_cmdline_pending`` form, where ``+param`` is to be added (configured) and ``-param`` to be removed
+    (not a configured parameter)."""
+    return [entry[1:] if entry.startswith("+") else entry for entry in entries or () if not entry.startswith("-")]
+
+
 def run_checks(facts, knowledge, options=None):
     """Return the list of check results for ``facts`` (from ``gather``) against ``knowledge``."""
-    options = options or {}
+    options = dict(options or {})
+    options["pending_cmdline"] = pending_parameters(options.get("pending_cmdline"))
     host = (knowledge or {}).get("host") or {}
     identity = node_identity(facts, knowledge, options)
     gen = generation_entry((knowledge or {}).get("generations"), identity)
