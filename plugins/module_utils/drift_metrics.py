@@ -38,8 +38,9 @@ import time
 
 from .errors import TopotuneError
 from .files import write_atomic
+from .kernel_settings import grub_dropin_params, has_param, tokens
 from .managed_state import MANIFEST_MISSING, MANIFEST_OK, MANIFEST_UNREADABLE, parse_systemctl_show, verify_path
-from .platform_checks import STATUSES, _has_param, cmdline_params, gather, node_identity, run_checks
+from .platform_checks import STATUSES, gather, node_identity, run_checks
 from .process import CommandError, run
 from .sysroot import join, read_text
 
@@ -52,8 +53,6 @@ _KIND_OF = (("files", "file"), ("values", "value"), ("json_keys", "json_key"), (
             ("units", "unit"), ("dirs", "stale"))
 _ERRORS = "topotune_drift_check_errors_total"
 _ERRORS_LINE = re.compile(r'^%s\{stage="([a-z_]+)"\} ([0-9.eE+]+)$' % _ERRORS)
-_GRUB_LINE = re.compile(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?="(.*)"\s*$')
-_GRUB_SELF = re.compile(r"\$\{?GRUB_CMDLINE_LINUX(?:_DEFAULT)?\}?")
 
 
 class CheckerError(TopotuneError):
@@ -145,13 +144,8 @@ def _manifest_stage(config):
 
 def pending_kernel_parameters(dropin_text, cmdline):
     """Tokens of the ``GRUB_CMDLINE_LINUX`` lines of topotune's GRUB drop-in missing from ``cmdline``."""
-    wanted = []
-    for line in (dropin_text or "").splitlines():
-        match = _GRUB_LINE.match(line)
-        if match:
-            wanted.extend(cmdline_params(_GRUB_SELF.sub(" ", match.group(1))))
-    running = cmdline_params(cmdline)
-    return [token for token in wanted if not _has_param(running, token)]
+    running = tokens(cmdline)
+    return [token for token in grub_dropin_params(dropin_text) if not has_param(running, token)]
 
 
 def _pending(config):

@@ -36,6 +36,7 @@ from .cpulist import CpulistError, format_cpulist, parse
 from .errors import TopotuneError
 from .expected_values import check_expected
 from .gpu_identity import generation_entry, identify
+from .kernel_settings import has_param, tokens
 from .sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
 
 STATUSES = ("pass", "warn", "fail", "unknown")
@@ -240,25 +241,9 @@ def _result(check_id, status, observed, expected, remediation="", source="", cvs
     }
 
 
-def cmdline_params(cmdline):
-    """Kernel command line -> list of tokens (``name`` or ``name=value``), quotes removed."""
-    if not cmdline:
-        return []
-    return [tok.replace('"', "") for tok in cmdline.split()]
-
-
-def _has_param(tokens, param):
-    """``param`` (``name`` or ``name=value``) present; ``pci=realloc=off`` also matches ``pci=a,realloc=off``."""
-    if "=" not in param:
-        return any(tok == param or tok.startswith(param + "=") for tok in tokens)
-    name, value = param.split("=", 1)
-    for tok in tokens:
-        if tok == param:
-            return True
-        tname, _unused, tvalue = tok.partition("=")
-        if tname == name and name == "pci" and value in tvalue.split(","):
-            return True
-    return False
+# the command line's tokens and the parameter test are kernel_settings.py's (role kernel_tuning's plan uses the same)
+cmdline_params = tokens
+_has_param = has_param
 
 
 def _slot(bdf):

@@ -64,9 +64,8 @@ def _rocm_values():
     return {"rocm_env_profile": "xgmi-training", "__rocm_env_resolved": result}
 
 
+# cpu_governor's and kernel_tuning's boot scripts are static files (roles/*/files/), checked above
 RENDERED = [
-    ("cpu_governor/templates/topotune-cpu-governor.j2", "sh", {}),
-    ("kernel_tuning/templates/topotune-cstate.j2", "sh", {}),
     ("rocm_env/templates/topotune-rocm.sh.j2", "sh", None),
 ]
 
