@@ -13,8 +13,8 @@ Public API (standard library only, Python 3.8+):
     ``files``: ``{path, content, mode="0644", state="present", validate=None}``; ``links``: ``{path, src,
     state="present"}``; ``prune``: ``{path, pattern}`` (files matching ``pattern`` in ``path`` that ``files`` does
     not list are removed). Writes through ``files.py`` (every file staged and validated before the first rename),
-    unless ``check_mode``. Returns ``{"changed", "files", "changed_files", "changed_links", "removed_files",
-    "diff"}``, the ``managed_files`` result.
+    unless ``check_mode``. Returns ``{"changed", "files", "changed_files", "created_files", "changed_links",
+    "removed_files", "diff"}``, the ``managed_files`` result (``created_files``: the changed files that did not exist).
 """
 
 import fnmatch
@@ -64,7 +64,7 @@ def converge(module, files=(), links=(), prune=(), check_mode=False):
     files, links = _entries(files, _FILE_DEFAULTS), _entries(links, _LINK_DEFAULTS)
     modes = _check(files, links)
     root_owned = os.geteuid() == 0
-    writes, removals, link_changes, diffs = [], [], [], []
+    writes, removals, link_changes, diffs, created = [], [], [], [], []
     wanted = set()
     for entry in files:
         path = entry["path"]
@@ -75,6 +75,8 @@ def converge(module, files=(), links=(), prune=(), check_mode=False):
         wanted.add(path)
         if differs(path, entry["content"], modes[path], root_owned):
             writes.append((path, entry["content"], modes[path], entry["validate"]))
+            if not os.path.lexists(path):
+                created.append(path)
             diffs.append(diff_entry(path, read_text(path), entry["content"]))
     for rule in prune or ():
         directory = rule["path"]
@@ -103,6 +105,7 @@ def converge(module, files=(), links=(), prune=(), check_mode=False):
         "changed": bool(writes or removals or link_changes),
         "files": sorted(wanted),
         "changed_files": [w[0] for w in writes],
+        "created_files": created,
         "changed_links": [c[0] for c in link_changes],
         "removed_files": removals,
         "diff": diffs,

@@ -193,7 +193,7 @@ def parse_grubby_args(text):
 
 # ------------------------------------------------------------------------------- role kernel_tuning's plan
 SYSCTL_FILE = "/etc/sysctl.d/90-topotune-kernel.conf"
-GRUB_DROPIN = "/etc/default/grub.d/90-topotune.cfg"
+GRUB_DROPIN = kernel_settings.GRUB_DROPIN
 CSTATE_UNIT = "topotune-cstate.service"
 CSTATE_UNIT_FILE = "/etc/systemd/system/" + CSTATE_UNIT
 # what `systemctl enable` creates for the unit's WantedBy=multi-user.target

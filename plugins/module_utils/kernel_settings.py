@@ -22,14 +22,16 @@ Public API (standard library only, Python 3.8+):
 ``pending(cmdline, wanted)``
     What only a reboot brings in line with ``wanted`` (a ``merge(..., key="token")`` result): ``+token`` to add,
     ``-token`` to remove, in order.
-``grub_dropin_line(tokens)`` / ``grub_dropin_params(text)``
-    The ``GRUB_CMDLINE_LINUX`` line of topotune's GRUB drop-in, and the parameters a drop-in's text configures.
+``GRUB_DROPIN``, ``grub_dropin_line(tokens)`` / ``grub_dropin_params(text)``
+    Topotune's GRUB drop-in (role ``kernel_tuning`` writes it, the node-local drift check reads it), its
+    ``GRUB_CMDLINE_LINUX`` line, and the parameters a drop-in's text configures.
 """
 
 import re
 
 from .errors import TopotuneError
 
+GRUB_DROPIN = "/etc/default/grub.d/90-topotune.cfg"
 _NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-/]*$")
 _VALUE = re.compile(r"^[A-Za-z0-9_.,:=+\-/@]*$")
 _GRUB_LINE = re.compile(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?="(.*)"\s*$')

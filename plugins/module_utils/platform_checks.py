@@ -20,7 +20,8 @@ Public API (standard library only, Python 3.8+):
     ``{pass, warn, fail, unknown, total, worst}``.
 ``PlatformChecksError(TopotuneError)``, ``check_role_options(options, prefix="platform_checks_")``
     What a type cannot say about the options of role ``platform_checks`` (and of ``drift_exporter``, which takes
-    the same with its own prefix): raises naming each wrong variable (``<prefix><option>``), its value and the fix.
+    the same with its own prefix): raises naming each wrong variable (``<prefix><option>``), its value and the fix;
+    ``role_option_problems`` returns the messages.
 ``FAIL_ON``, ``blocking(results, fail_on)``
     The ids of the results at or above ``fail_on`` (``fail``, ``warn`` or ``never``): what stops the play.
 
@@ -285,11 +286,10 @@ FAIL_ON = {"fail": ("fail",), "warn": ("warn", "fail"), "never": ()}
 _ABSOLUTE = re.compile(r"^/\S*$")
 
 
-def check_role_options(options, prefix="platform_checks_"):
-    """Raise ``PlatformChecksError`` naming every option of ``options`` a type cannot refuse: ``gpu_count`` below 0,
-    ``sysroot`` not an absolute path without spaces, ``report_dir`` (a controller directory) neither empty nor
-    absolute (``~`` for the controller user's home is fine), ``fail_on`` not in ``FAIL_ON``. Options not given are
-    not checked."""
+def role_option_problems(options, prefix="platform_checks_"):
+    """One message per option of ``options`` a type cannot refuse: ``gpu_count`` below 0, ``sysroot`` not an absolute
+    path without spaces, ``report_dir`` (a controller directory) neither empty nor absolute (``~`` for the controller
+    user's home is fine), ``fail_on`` not in ``FAIL_ON``. Options not given are not checked."""
     problems = []
     if "gpu_count" in options:
         count = options["gpu_count"]
@@ -304,6 +304,12 @@ def check_role_options(options, prefix="platform_checks_"):
                         % (prefix, report_dir))
     if "fail_on" in options and options["fail_on"] not in FAIL_ON:
         problems.append("%sfail_on must be one of %s, got %s" % (prefix, ", ".join(FAIL_ON), options["fail_on"]))
+    return problems
+
+
+def check_role_options(options, prefix="platform_checks_"):
+    """Raise ``PlatformChecksError`` naming every problem ``role_option_problems`` finds."""
+    problems = role_option_problems(options, prefix)
     if problems:
         raise PlatformChecksError("%s: invalid input. %s" % (prefix.rstrip("_"), "; ".join(problems)))
 

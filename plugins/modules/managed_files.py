@@ -142,6 +142,12 @@ changed_files:
   type: list
   elements: str
   sample: [/etc/profile.d/topotune-rocm.sh]
+created_files:
+  description: The files of RV(changed_files) that did not exist before (a new unit, for example, that nothing can start yet).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/topotune-drift-check.timer]
 changed_links:
   description: Links created, replaced or removed.
   returned: success
