@@ -23,6 +23,8 @@ description:
     C(topotune.instinct.cpu_governor).
   - Every option is checked before anything is read or written (the message names the role variable,
     C(cpu_governor_<option>), its value and the fix).
+  - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
+    own check, so a wrong one is named before anything reaches the node.
 options:
   governor:
     description: Governor to set, for example C(performance).

@@ -27,6 +27,8 @@ description:
     holds a parameter the running kernel lacks) are written all or nothing; with RV(bootloader=grubby) every boot
     entry lacking a parameter is updated with C(grubby --update-kernel=ALL). Never reboots.
   - With O(reboot) it is the read and the check of C(playbooks/reboot.yml) (O(reboot.step)).
+  - Run as a task, the role's variables (O(tuning), O(reboot), O(sysroot)) are checked on the controller first, by the
+    action of the same name with the module's own checks, so a wrong one is named before anything reaches the node.
 options:
   sysctl:
     description: Sysctl names (C(kernel.numa_balancing)) and the values to set (compared as whitespace-normalized text).

@@ -22,6 +22,8 @@ description:
     for the node's role (O(virtualization_host)).
   - Never changes the node; C(changed) is always false.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
+  - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
+    own check, so a wrong one is named before anything reaches the node.
 options:
   sysroot:
     description: Directory under which sysfs/procfs are read (C(/) on a real node, C(/sim) on a simulated one).

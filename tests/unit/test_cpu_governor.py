@@ -195,3 +195,25 @@ def test_a_wrong_variable_fails_before_anything_is_read_or_written(tmp_path, run
     code, res = run_module(cpu_governor, sysroot=root, governor="perf ormance", persist=True, boot_script="#!/bin/sh\n")
     assert code == 1 and "cpu_governor_governor" in res["msg"] and "such as performance" in res["msg"]
     assert governor_of(root, 0) == "schedutil" and not etc["UNIT_FILE"].exists()
+
+
+def _action(module, args, reply):
+    """The module's action with its one module run answered by ``reply``; the runs are recorded."""
+    from unittest.mock import MagicMock
+
+    task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+    action = module.ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    calls = []
+    action._execute_module = lambda module_name=None, module_args=None, task_vars=None: calls.append(module_name) or dict(reply)
+    return action, calls
+
+
+def test_the_action_names_a_wrong_variable_before_the_module_runs():
+    from ansible_collections.topotune.instinct.plugins.action import cpu_governor as action_plugin
+
+    action, calls = _action(action_plugin, {"governor": "perf ormance", "cpus": "0-3,x", "persist": "yes"}, {})
+    result = action.run(task_vars={})
+    assert result["failed"] and "cpu_governor_governor" in result["msg"] and "cpu_governor_cpus" in result["msg"]
+    assert "files/topotune-cpu-governor" in result["msg"] and calls == []
+    action, calls = _action(action_plugin, {"governor": "performance", "sysroot": "/sim"}, {"changed": True})
+    assert action.run(task_vars={})["changed"] and calls == ["topotune.instinct.cpu_governor"]

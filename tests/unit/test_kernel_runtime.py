@@ -508,3 +508,34 @@ def test_reboot_verify_fails_with_a_reason_or_removes_the_record(tmp_path, role_
     assert code == 1 and res["reason"] == "command line unreadable after reboot"
     code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="verify", batch="0"))
     assert code == 1 and "kernel_tuning_reboot_batch" in res["msg"]
+
+
+def _action(args, reply):
+    from unittest.mock import MagicMock
+
+    from ansible_collections.topotune.instinct.plugins.action.kernel_runtime import ActionModule
+
+    task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+    action = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    calls = []
+    action._execute_module = lambda module_name=None, module_args=None, task_vars=None: calls.append(module_name) or dict(reply)
+    return action, calls
+
+
+@pytest.mark.parametrize("args,words", [
+    ({"sysroot": "relative/path", "tuning": {}}, "kernel_tuning_sysroot"),
+    ({"tuning": {"sysctl": [{"name": "vm.swappiness", "value": "1 0"}]}}, "kernel_tuning_sysctl"),
+    ({"tuning": {"c2_disable": "true"}}, "files/topotune-cstate"),
+    ({"reboot": dict(REBOOT, step="pending", batch="0%")}, "kernel_tuning_reboot_batch"),
+])
+def test_the_action_names_a_wrong_variable_before_the_module_runs(args, words):
+    action, calls = _action(args, {})
+    result = action.run(task_vars={})
+    assert result["failed"] and words in result["msg"] and calls == []
+
+
+def test_the_action_runs_the_module_when_the_variables_are_right():
+    action, calls = _action({"tuning": {"cmdline": REQUIRED, "numa_balancing_disable": "false"}}, {"changed": False})
+    assert action.run(task_vars={})["changed"] is False and calls == ["topotune.instinct.kernel_runtime"]
+    action, calls = _action({"sysctl": {"vm.swappiness": "1"}}, {"changed": True})
+    assert action.run(task_vars={})["changed"] and calls == ["topotune.instinct.kernel_runtime"]

@@ -500,3 +500,24 @@ def test_module_checks_the_options_before_reading_the_node(run_module, tmp_path)
     assert rc == 1 and "platform_checks_gpu_count" in out["msg"] and "platform_checks_report_dir" in out["msg"]
     rc, out = run_module(module, sysroot=str(tmp_path), knowledge=KNOWLEDGE, fail_on="warn")
     assert rc == 0 and out["blocking"] == [r["id"] for r in out["results"] if r["status"] in ("warn", "fail")]
+
+
+def test_the_action_names_a_wrong_variable_before_the_module_runs():
+    from unittest.mock import MagicMock
+
+    from ansible_collections.topotune.instinct.plugins.action.platform_checks import ActionModule
+
+    def action(args):
+        task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+        plugin = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+        plugin.calls = []
+        plugin._execute_module = lambda module_name=None, module_args=None, task_vars=None: plugin.calls.append(module_name) or {}
+        return plugin
+
+    plugin = action({"sysroot": "/", "gpu_count": "-1", "report_dir": "reports", "knowledge": {}})
+    result = plugin.run(task_vars={})
+    assert result["failed"] and "platform_checks_gpu_count" in result["msg"] and "platform_checks_report_dir" in result["msg"]
+    assert plugin.calls == []
+    plugin = action({"sysroot": "/sim", "gpu_count": 8, "knowledge": {}})
+    plugin.run(task_vars={})
+    assert plugin.calls == ["topotune.instinct.platform_checks"]
