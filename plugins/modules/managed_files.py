@@ -112,14 +112,14 @@ EXAMPLES = r"""
         content: "{{ lookup('ansible.builtin.template', 'topotune-rocm.sh.j2') }}"
         validate: /bin/sh -n %s
 
-- name: Install and enable a boot-time unit without a systemctl call
+- name: Install and enable a timer unit without a systemctl call
   topotune.instinct.managed_files:
     files:
-      - path: /etc/systemd/system/topotune-cpu-governor.service
-        content: "{{ lookup('ansible.builtin.template', 'topotune-cpu-governor.service.j2') }}"
+      - path: /etc/systemd/system/topotune-drift-check.timer
+        content: "{{ lookup('ansible.builtin.template', 'topotune-drift-check.timer.j2') }}"
     links:
-      - path: /etc/systemd/system/multi-user.target.wants/topotune-cpu-governor.service
-        src: /etc/systemd/system/topotune-cpu-governor.service
+      - path: /etc/systemd/system/timers.target.wants/topotune-drift-check.timer
+        src: /etc/systemd/system/topotune-drift-check.timer
 
 - name: One flag file per launch group, stale ones removed
   topotune.instinct.managed_files:
