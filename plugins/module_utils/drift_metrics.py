@@ -268,14 +268,16 @@ def build_config(options, knowledge_file):
     check expectations ``generation``, ``gpu_count``, ``expected``, ``virtualization_host``, ``cpu_governor``,
     ``transparent_hugepage``, ``skip``)."""
     problems = []
-    for key, what in (("textfile_dir", "an absolute path of letters, digits and ._/@+- (node_exporter "
-                                       "--collector.textfile.directory)"),
-                      ("manifest", "an absolute path of letters, digits and ._/@+-"),
-                      ("sysroot", "an absolute path without spaces")):
+    paths = (
+        ("textfile_dir", "an absolute path of letters, digits and ._/@+- (node_exporter --collector.textfile.directory)"),
+        ("manifest", "an absolute path of letters, digits and ._/@+-"),
+        ("sysroot", "an absolute path without spaces"),
+    )
+    for key, what in paths:
         if not (isinstance(options.get(key), str) and _PATH.match(options[key])):
             problems.append("drift_exporter_%s must be %s, got %s" % (key, what, options.get(key)))
-    interval, delay, boot = (_count(options.get(k)) for k in ("interval_seconds", "randomized_delay_seconds",
-                                                               "boot_delay_seconds"))
+    timings = ("interval_seconds", "randomized_delay_seconds", "boot_delay_seconds")
+    interval, delay, boot = (_count(options.get(key)) for key in timings)
     if interval is None or interval < 10:
         problems.append("drift_exporter_interval_seconds must be at least 10 (a check every few seconds costs CPU on "
                         "every node), got %s" % (options.get("interval_seconds"),))

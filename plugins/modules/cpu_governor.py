@@ -16,7 +16,7 @@ description:
     a CPU's C(scaling_available_governors).
   - CPUs without C(cpufreq) (virtual machines, cpufreq driver not loaded) are left alone and reported in
     RV(no_cpufreq) with a warning; that is not a failure.
-  - With O(persist) it also writes, in the same call and all or nothing, what re-applies the governor at boot:
+  - With O(persist) it also writes, in the same call and all or nothing, what re-applies the governor at boot,
     the script O(boot_script) as C(/usr/local/sbin/topotune-cpu-governor), the oneshot unit
     C(/etc/systemd/system/topotune-cpu-governor.service) and its C(multi-user.target.wants) link (what
     C(systemctl enable) creates); the caller reloads systemd when RV(unit_changed). This is the plan of role

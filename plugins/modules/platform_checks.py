@@ -107,8 +107,8 @@ options:
   report_dir:
     description:
       - The controller directory the caller writes the report to (role C(platform_checks), C(platform_checks_report_dir));
-        the module writes nothing there and only checks it, with the other options, before it reads the node: empty
-        (no report) or an absolute controller path (C(~) is the controller user's home).
+        the module writes nothing there and only checks it, with the other options, before it reads the node. It must be
+        empty (no report) or an absolute controller path (C(~) is the controller user's home).
     type: str
     default: ""
 extends_documentation_fragment:

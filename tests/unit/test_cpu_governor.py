@@ -174,8 +174,8 @@ def test_persist_writes_the_boot_files_in_the_same_call(tmp_path, run_module, et
     args = {"sysroot": root, "governor": "performance", "persist": True, "boot_script": "#!/bin/sh\nexit 0\n"}
     code, res = run_module(cpu_governor, check_mode=True, diff=True, **args)
     assert code == 0 and res["changed"] and res["unit_changed"] and not etc["UNIT_FILE"].exists()
-    assert [d["before_header"] for d in res["diff"]] == ["governors", str(etc["SCRIPT"]), str(etc["UNIT_FILE"]),
-                                                          str(etc["UNIT_LINK"])]
+    headers = [d["before_header"] for d in res["diff"]]
+    assert headers == ["governors", str(etc["SCRIPT"]), str(etc["UNIT_FILE"]), str(etc["UNIT_LINK"])]
     code, res = run_module(cpu_governor, diff=True, **args)
     assert code == 0 and res["changed_files"] == [str(etc["SCRIPT"]), str(etc["UNIT_FILE"])]
     assert res["changed_links"] == [str(etc["UNIT_LINK"])] and res["unit_changed"]

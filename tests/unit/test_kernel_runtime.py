@@ -331,10 +331,10 @@ def test_check_tuning_names_the_variable(tuning, sysroot, words):
 
 
 def test_check_tuning_merges_the_additive_lists_in_order():
+    extra = [{"name": "pci", "value": "realloc=off", "state": "absent"}, {"name": "nokaslr"}]
     inputs = kr.check_tuning({"numa_balancing_disable": True, "c2_disable": True, "cstate_script": CSTATE,
-                              "sysctl": [{"name": "vm.swappiness", "value": 10}],
-                              "cmdline": REQUIRED, "cmdline_extra": [{"name": "pci", "value": "realloc=off", "state": "absent"},
-                                                                      {"name": "nokaslr"}]}, "/sim")
+                              "sysctl": [{"name": "vm.swappiness", "value": 10}], "cmdline": REQUIRED,
+                              "cmdline_extra": extra}, "/sim")
     assert inputs["runtime_sysctl"] == {"kernel.numa_balancing": "0", "vm.swappiness": "10"}
     assert inputs["runtime_cpuidle"] == {"C2": "disabled"}
     assert [p["token"] for p in inputs["cmdline"]["present"]] == ["iommu=pt", "nokaslr"]
@@ -472,8 +472,8 @@ def test_check_reboot_accepts_counts_percentages_and_lists():
         kr.check_reboot(REBOOT, "sim")
 
 
-def _record(role_paths, cmdline_items=REQUIRED):
-    wanted = settings_merge(cmdline_items, key="token")
+def _record(role_paths):
+    wanted = settings_merge(REQUIRED, key="token")
     role_paths["REBOOT_RECORD"].parent.mkdir(parents=True, exist_ok=True)
     role_paths["REBOOT_RECORD"].write_text(kr.reboot_record(wanted, ["+iommu=pt"]))
 
