@@ -379,13 +379,13 @@ class KernelRuntime:
                           "after": "grubby: %s\n" % " ".join(decided["grubby_argv"][2:])})
             changed = True
             if not check:
-                self._run([self.module.get_bin_path("grubby", required=True)] + decided["grubby_argv"][1:], "grubby")
+                self._run([self.module.get_bin_path("grubby", required=True)] + decided["grubby_argv"][1:])
         if decided["grub_dropin"] in files["changed_files"]:
             if boot["update_grub"] is None:
                 self.module.warn("update-grub not found: %s is written but grub.cfg was not regenerated. Install grub2 "
                                  "or run your bootloader's config generator before rebooting." % decided["grub_dropin"])
             elif not check:
-                self._run([boot["update_grub"]], "update-grub")
+                self._run([boot["update_grub"]])
         return {
             "persist_changed": changed,
             "diff": diffs,
@@ -399,7 +399,7 @@ class KernelRuntime:
             "plan": {"sysctl": inputs["sysctl"], "cmdline": inputs["cmdline"], "grubby": decided["grubby"]},
         }
 
-    def _run(self, argv, name):
+    def _run(self, argv):
         rc, out, err = self.module.run_command(argv)
         if rc != 0:
             raise KernelRuntimeError("%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()))
