@@ -251,6 +251,19 @@ TEXTFILE = "topotune.prom"
 REBOOT_REQUIRED_FILE = "/run/reboot-required"
 
 
+def _flag(value, variable, problems):
+    """A boolean variable as Ansible reads one (an -e value arrives as the text "false")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0", ""):
+        return False
+    problems.append("drift_exporter_%s must be true or false, got %s" % (variable, value))
+    return False
+
+
 def _count(value):
     return None if isinstance(value, bool) else value if isinstance(value, int) else _int(value)
 
@@ -287,9 +300,10 @@ def build_config(options, knowledge_file):
     gpu_count = _count(options.get("gpu_count"))
     problems.extend(role_option_problems({"gpu_count": gpu_count if gpu_count is not None else options.get("gpu_count")},
                                          prefix="drift_exporter_"))
+    timer = _flag(options.get("timer_enabled", True), "timer_enabled", problems)
+    virtualization_host = _flag(options.get("virtualization_host", False), "virtualization_host", problems)
     if problems:
         raise CheckerError("drift_exporter: invalid input. %s" % "; ".join(problems))
-    timer = bool(options.get("timer_enabled", True))
     return {
         "manifest": options["manifest"],
         "sysroot": options["sysroot"],
@@ -305,7 +319,7 @@ def build_config(options, knowledge_file):
             "generation": options.get("generation") or None,
             "gpu_count": gpu_count,
             "expected": options.get("expected") or {},
-            "virtualization_host": bool(options.get("virtualization_host")),
+            "virtualization_host": virtualization_host,
             "cpu_governor": options.get("cpu_governor") or "",
             "transparent_hugepage": options.get("transparent_hugepage") or "",
             "skip": list(options.get("skip") or []),

@@ -70,7 +70,8 @@ def plan(options, knowledge, contents, paths):
         {"path": paths["service"], "mode": "0644", "content": contents["service"]},
         {"path": paths["timer"], "mode": "0644", "content": contents["timer"]},
     ])
-    # the timer is enabled by the timers.target.wants link `systemctl enable` would create (WantedBy=timers.target)
+    # the timer is enabled by the timers.target.wants link `systemctl enable` would create (WantedBy=timers.target);
+    # the configuration's interval is 0 exactly when the timer is off
     links = [{"path": paths["timer_link"], "src": paths["timer"],
-              "state": "present" if options.get("timer_enabled", True) else "absent"}]
+              "state": "present" if config["interval_seconds"] else "absent"}]
     return {"files": files, "links": links, "config": config, "modules": modules}

@@ -281,11 +281,21 @@ def test_the_plan_writes_the_configuration_the_checker_loads(tmp_path):
     ({"randomized_delay_seconds": -1}, "drift_exporter_randomized_delay_seconds must be 0 or more"),
     ({"boot_delay_seconds": "soon"}, "drift_exporter_boot_delay_seconds must be 0 or more"),
     ({"gpu_count": -1}, "drift_exporter_gpu_count must be an integer >= 0"),
+    ({"timer_enabled": "maybe"}, "drift_exporter_timer_enabled must be true or false"),
 ])
 def test_build_config_names_each_wrong_variable(over, words):
     with pytest.raises(drift_metrics.CheckerError) as info:
         drift_metrics.build_config(dict(OPTIONS, **over), PATHS["knowledge"])
     assert str(info.value).startswith("drift_exporter: invalid input. ") and words in str(info.value)
+
+
+def test_variables_given_as_text_with_minus_e_are_read_as_ansible_reads_them():
+    # ansible-playbook -e drift_exporter_timer_enabled=false passes the text "false"
+    off = _plan(timer_enabled="false", virtualization_host="yes", interval_seconds="300", gpu_count="8")
+    assert off["config"]["interval_seconds"] == 0 and off["links"][0]["state"] == "absent"
+    assert off["config"]["platform_checks"]["virtualization_host"] is True
+    assert off["config"]["platform_checks"]["gpu_count"] == 8
+    assert _plan(timer_enabled="True", interval_seconds="300")["config"]["interval_seconds"] == 360
 
 
 def test_the_filter_names_the_variable():
