@@ -12,6 +12,8 @@ description:
   - Compares the running kernel's command line with the C(present)/C(absent) result of
     P(topotune.instinct.settings_merge#filter) (O(key=token)) and lists what only a reboot can bring in line.
   - C(pci=realloc=off) is also satisfied by a combined C(pci=bfsort,realloc=off).
+  - The comparison is C(module_utils/state/kernel_settings.py), the one M(topotune.instinct.kernel_runtime) and the platform
+    checks use.
 options:
   _input:
     description: Content of C(/proc/cmdline).
@@ -25,8 +27,10 @@ options:
 
 EXAMPLES = r"""
 - name: Parameters waiting for a reboot
-  ansible.builtin.set_fact:
-    __kernel_tuning_pending: "{{ __cmdline | topotune.instinct.cmdline_pending(__kernel_tuning_cmdline) }}"
+  ansible.builtin.debug:
+    msg: "{{ lookup('ansible.builtin.file', '/proc/cmdline') | topotune.instinct.cmdline_pending(wanted) }}"
+  vars:
+    wanted: "{{ [{'name': 'iommu', 'value': 'pt'}] | topotune.instinct.settings_merge(key='token') }}"
 """
 
 RETURN = r"""
@@ -38,30 +42,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-
-def _has(tokens, token):
-    name, sep, value = token.partition("=")
-    if not sep:
-        return any(t == name or t.startswith(name + "=") for t in tokens)
-    for tok in tokens:
-        tname, _unused, tvalue = tok.partition("=")
-        if tok == token or (tname == name == "pci" and value in tvalue.split(",")):
-            return True
-    return False
+from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_settings import pending
 
 
 def cmdline_pending(cmdline, wanted):
+    """A front over ``module_utils/state/kernel_settings.py`` ``pending``, which role kernel_tuning runs on the node."""
     if not isinstance(wanted, dict) or "present" not in wanted:
         raise AnsibleFilterError("cmdline_pending: 'wanted' must be the result of settings_merge(key='token')")
-    tokens = [t.replace('"', "") for t in str(cmdline or "").split()]
-    pending = ["+" + p["token"] for p in wanted["present"] if not _has(tokens, p["token"])]
-    for token in wanted.get("absent", []):
-        if "=" in token:
-            if token in tokens:
-                pending.append("-" + token)
-        elif any(t == token or t.startswith(token + "=") for t in tokens):
-            pending.append("-" + token)
-    return pending
+    return pending(cmdline, wanted)
 
 
 class FilterModule:

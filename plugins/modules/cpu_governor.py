@@ -16,7 +16,15 @@ description:
     a CPU's C(scaling_available_governors).
   - CPUs without C(cpufreq) (virtual machines, cpufreq driver not loaded) are left alone and reported in
     RV(no_cpufreq) with a warning; that is not a failure.
-  - Runtime only. Persistence across reboot is the job of the role C(topotune.instinct.cpu_governor).
+  - With O(persist) it also writes, in the same call and all or nothing, what re-applies the governor at boot,
+    the script O(boot_script) as C(/usr/local/sbin/topotune-cpu-governor), the oneshot unit
+    C(/etc/systemd/system/topotune-cpu-governor.service) and its C(multi-user.target.wants) link (what
+    C(systemctl enable) creates); the caller reloads systemd when RV(unit_changed). This is the plan of role
+    C(topotune.instinct.cpu_governor).
+  - Every option is checked before anything is read or written (the message names the role variable,
+    C(cpu_governor_<option>), its value and the fix).
+  - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
+    own check, so a wrong one is named before anything reaches the node.
 options:
   governor:
     description: Governor to set, for example C(performance).
@@ -30,6 +38,13 @@ options:
     description: Directory under which sysfs is read and written (C(/) on a real node).
     type: path
     default: /
+  persist:
+    description: Also install and enable the boot-time unit re-applying the governor (see above).
+    type: bool
+    default: false
+  boot_script:
+    description: Content of the boot script (the role's C(files/topotune-cpu-governor)); required with O(persist).
+    type: str
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -46,6 +61,12 @@ EXAMPLES = r"""
 - name: Set the performance governor on every CPU
   topotune.instinct.cpu_governor:
     governor: performance
+
+- name: Set it and re-apply it at boot
+  topotune.instinct.cpu_governor:
+    governor: performance
+    persist: true
+    boot_script: "{{ lookup('ansible.builtin.file', 'topotune-cpu-governor') }}"
 
 - name: Set it only on the first socket's CPUs of a simulated node
   topotune.instinct.cpu_governor:
@@ -80,13 +101,41 @@ cpus:
   returned: always
   type: str
   sample: "0-383"
+changed_files:
+  description: Boot-time files written (or, in check mode, that would be); empty without O(persist).
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/topotune-cpu-governor.service]
+changed_links:
+  description: The enable link when it was created or replaced.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+unit_changed:
+  description: The unit file or its enable link changed, so systemd must reload its units.
+  returned: always
+  type: bool
+  sample: true
+state:
+  description: RV(governors), RV(changed_cpus) and RV(no_cpufreq), the role's C(cpu_governor_state).
+  returned: always
+  type: dict
+  sample: {governors: {performance: "0-383"}, changed_cpus: "0-383", no_cpufreq: ""}
+managed:
+  description: What is managed (governor values, boot files, unit), the C(cpu_governor_managed) record of the manifest.
+  returned: always
+  type: dict
+  sample: {owner: cpu_governor, sysroot: /, values: [], files: [], units: []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import format_cpulist
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import apply, group, plan, read_state
+from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import apply, group, plan, read_state, role_plan
+from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 
 
 def _diff_text(grouped):
@@ -100,6 +149,8 @@ class CpuGovernor:
 
     def run(self):
         sysroot, governor = self.params["sysroot"], self.params["governor"]
+        # every option checked before anything is read
+        role = role_plan(governor, self.params["cpus"], sysroot, self.params["persist"], self.params["boot_script"])
         state = read_state(sysroot, self.params["cpus"])
         todo = plan(state, governor)
         before = dict(state["governors"])
@@ -108,16 +159,27 @@ class CpuGovernor:
         if state["no_cpufreq"]:
             self.module.warn("CPUs %s have no cpufreq (VM, offline CPU, or cpufreq driver not loaded): governor not managed there"
                              % format_cpulist(state["no_cpufreq"]))
+        # the boot-time files first: a file that cannot be written leaves the governors as they were
+        files = converge(self.module, role["files"], role["links"], check_mode=self.module.check_mode)
         if todo and not self.module.check_mode:
             apply(sysroot, todo, governor)
+        governors = {"before": _diff_text(group(before)), "after": _diff_text(group(after))}
         return {
-            "changed": bool(todo),
+            "changed": bool(todo) or files["changed"],
             "changed_cpus": format_cpulist(todo),
             "changed_count": len(todo),
             "governors": group(after),
             "no_cpufreq": format_cpulist(state["no_cpufreq"]),
             "cpus": format_cpulist(state["cpus"]),
-            "diff": {"before": _diff_text(group(before)), "after": _diff_text(group(after))},
+            "changed_files": files["changed_files"],
+            "changed_links": files["changed_links"],
+            "unit_changed": bool(set(role["unit_paths"]) & set(files["changed_files"] + files["changed_links"])),
+            "managed": role["managed"],
+            "state": {"governors": group(after), "changed_cpus": format_cpulist(todo),
+                      "no_cpufreq": format_cpulist(state["no_cpufreq"])},
+            # with the boot-time files: a list, the governors' change (if any) then each file's
+            "diff": ([dict(governors, before_header="governors", after_header="governors")] if todo else []) + files["diff"]
+            if self.params["persist"] else governors,
         }
 
 
@@ -127,12 +189,14 @@ def main():
             "governor": {"type": "str", "required": True},
             "cpus": {"type": "str", "default": "all"},
             "sysroot": {"type": "path", "default": "/"},
+            "persist": {"type": "bool", "default": False},
+            "boot_script": {"type": "str"},
         },
         supports_check_mode=True,
     )
     try:
         module.exit_json(**CpuGovernor(module).run())
-    except TopotuneError as err:
+    except (TopotuneError, OSError) as err:
         module.fail_json(msg=str(err))
 
 

@@ -18,6 +18,17 @@ description:
   - With O(bootloader) it also reports, read-only, what a role persisting kernel parameters needs, the running
     kernel's command line and the bootloader tool of the node (see O(bootloader)), so that no other task has to
     read them.
+  - With O(tuning) it is role C(topotune.instinct.kernel_tuning) in one call (C(module_utils/state/kernel_runtime.py)
+    C(check_tuning), C(plan_tuning)). The role's variables are checked before anything is read (each message names
+    the variable, its value and the fix) and its additive lists merged; the sysctl values and the C2 switch are set
+    now; the sysctl drop-in (removed when no sysctl is managed), the GRUB drop-in (RV(bootloader=grub_dropin), then
+    C(update-grub) when it changed and is installed, else a warning), the C-state script, unit and enable link
+    (O(tuning.c2_disable)) and the pending-reboot record C(/etc/topotune/reboot-pending.json) (while the bootloader
+    holds a parameter the running kernel lacks) are written all or nothing; with RV(bootloader=grubby) every boot
+    entry lacking a parameter is updated with C(grubby --update-kernel=ALL). Never reboots.
+  - With O(reboot) it is the read and the check of C(playbooks/reboot.yml) (O(reboot.step)).
+  - Run as a task, the role's variables (O(tuning), O(reboot), O(sysroot)) are checked on the controller first, by the
+    action of the same name with the module's own checks, so a wrong one is named before anything reaches the node.
 options:
   sysctl:
     description: Sysctl names (C(kernel.numa_balancing)) and the values to set (compared as whitespace-normalized text).
@@ -47,6 +58,74 @@ options:
       - Omitted, nothing of the boot state is read.
     type: str
     choices: [auto, grub_dropin, grubby, none]
+  tuning:
+    description:
+      - The variables of role C(topotune.instinct.kernel_tuning) without their C(kernel_tuning_) prefix; the role's
+        plan runs on them (see above). O(sysctl) and O(cpuidle) must then be empty; O(bootloader) defaults to C(auto).
+    type: dict
+    suboptions:
+      numa_balancing_disable:
+        description: Set C(kernel.numa_balancing=0) (before O(tuning.sysctl), which may override it).
+        type: bool
+        default: true
+      sysctl:
+        description: Additive sysctl entries C({name, value, state}); a later entry of the same name wins.
+        type: list
+        elements: raw
+        default: []
+      cmdline:
+        description: Required kernel parameters C({name, value, state}) (the GPU generation's, by default in the role).
+        type: list
+        elements: raw
+        default: []
+      cmdline_extra:
+        description: Additive site kernel parameters, applied after O(tuning.cmdline).
+        type: list
+        elements: raw
+        default: []
+      c2_disable:
+        description: Disable the C2 idle state on every CPU now and at boot.
+        type: bool
+        default: false
+      cstate_script:
+        description: Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required with O(tuning.c2_disable).
+        type: str
+  reboot:
+    description:
+      - The reboot variables of role C(topotune.instinct.kernel_tuning) (C(kernel_tuning_reboot_<name>)), checked first.
+      - O(reboot.step=pending) reads the pending-reboot record and the running command line, read-only, and returns
+        what a reboot would bring (RV(reboot)). O(reboot.step=verify), after the reboot, fails naming what the running
+        command line still lacks (with a C(reason) for the Slurm drain) and otherwise removes the record.
+    type: dict
+    suboptions:
+      step:
+        description: See above.
+        type: str
+        choices: [pending, verify]
+        required: true
+      batch:
+        description: C(kernel_tuning_reboot_batch).
+        type: raw
+      max_fail_percentage:
+        description: C(kernel_tuning_reboot_max_fail_percentage).
+        type: raw
+      via:
+        description: C(kernel_tuning_reboot_via).
+        type: str
+        default: none
+      slurm_node:
+        description: C(kernel_tuning_reboot_slurm_node).
+        type: str
+      drain_timeout:
+        description: C(kernel_tuning_reboot_drain_timeout).
+        type: raw
+      drain_poll:
+        description: C(kernel_tuning_reboot_drain_poll).
+        type: raw
+      command:
+        description: C(kernel_tuning_reboot_command); a node whose kernel state is under a sysroot is rebooted only with one.
+        type: str
+        default: ""
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -74,6 +153,14 @@ EXAMPLES = r"""
     bootloader: auto
   register: kernel
   # kernel.bootloader: grub_dropin, kernel.cmdline: "BOOT_IMAGE=/boot/vmlinuz-6.8.0 root=UUID=0f3b ro quiet"
+
+- name: Role kernel_tuning in one call
+  topotune.instinct.kernel_runtime:
+    bootloader: auto
+    tuning:
+      cmdline: [{name: iommu, value: pt}, {name: pci, value: realloc=off}]
+      c2_disable: true
+      cstate_script: "{{ lookup('ansible.builtin.file', 'topotune-cstate') }}"
 """
 
 RETURN = r"""
@@ -113,6 +200,57 @@ grubby_args:
   type: list
   elements: str
   sample: ["ro quiet iommu=pt"]
+pending:
+  description: With O(tuning), what the running command line lacks (C(+token)) or still has (C(-token)).
+  returned: with O(tuning)
+  type: list
+  elements: str
+  sample: ["+iommu=pt"]
+reboot_required:
+  description: With O(tuning), RV(pending) is not empty.
+  returned: with O(tuning)
+  type: bool
+  sample: true
+changed_files:
+  description: With O(tuning), the files written (or, in check mode, that would be).
+  returned: with O(tuning)
+  type: list
+  elements: str
+  sample: [/etc/default/grub.d/90-topotune.cfg]
+changed_links:
+  description: With O(tuning), the C-state unit's enable link when it changed.
+  returned: with O(tuning)
+  type: list
+  elements: str
+  sample: []
+removed_files:
+  description: With O(tuning), files removed (the sysctl drop-in when no sysctl is managed, the record once nothing is pending).
+  returned: with O(tuning)
+  type: list
+  elements: str
+  sample: [/etc/topotune/reboot-pending.json]
+unit_changed:
+  description: With O(tuning), the C-state unit or its link changed, so systemd must reload its units.
+  returned: with O(tuning)
+  type: bool
+  sample: false
+managed:
+  description: With O(tuning), what the role manages, its C(kernel_tuning_managed) record of the manifest.
+  returned: with O(tuning)
+  type: dict
+  sample: {owner: kernel_tuning, sysroot: /, values: [[proc/sys/kernel/numa_balancing, "0"]], files: [], units: []}
+plan:
+  description: With O(tuning), the merged sysctl and kernel parameters (C(present), C(absent)) and the grubby changes.
+  returned: with O(tuning)
+  type: dict
+  sample: {sysctl: {present: [], absent: []}, cmdline: {present: [], absent: []}, grubby: {add: [], remove: []}}
+reboot:
+  description:
+    - With O(reboot), C(pending) (what a reboot would bring), C(rebootable) (false for a node under a sysroot without
+      O(reboot.command)) and C(record) (its path).
+  returned: with O(reboot)
+  type: dict
+  sample: {pending: ["+iommu=pt"], rebootable: true, record: /etc/topotune/reboot-pending.json}
 """
 
 import os
@@ -120,7 +258,9 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join, read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.state import kernel_runtime as plan
+from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import (
     BOOTLOADERS,
     KernelRuntimeError,
@@ -191,6 +331,16 @@ class KernelRuntime:
         return state
 
     def run(self):
+        if self.params["reboot"] is not None:
+            return self.reboot()
+        tuning, inputs = self.params["tuning"], None
+        if tuning is not None:
+            if self.params["sysctl"] or self.params["cpuidle"]:
+                raise KernelRuntimeError("sysctl and cpuidle are the role's plan with tuning: pass the values in tuning")
+            # the role's variables checked before anything is read
+            inputs = plan.check_tuning(tuning, self.params["sysroot"])
+            self.params["sysctl"], self.params["cpuidle"] = inputs["runtime_sysctl"], inputs["runtime_cpuidle"]
+            self.params["bootloader"] = self.params["bootloader"] or "auto"
         sysroot = self.params["sysroot"]
         # read everything first: a boot-state failure leaves the runtime values untouched
         boot = self.boot_state()
@@ -199,9 +349,10 @@ class KernelRuntime:
         writes.extend(idle_writes)
         for warning in warnings + idle_warnings:
             self.module.warn(warning)
+        decided = plan.plan_tuning(inputs, boot) if inputs is not None else None
         if writes and not self.module.check_mode:
             apply_writes(writes)
-        return {
+        result = {
             "changed": bool(writes),
             "changed_paths": len(writes),
             "sysctl": sysctl,
@@ -209,6 +360,78 @@ class KernelRuntime:
             "diff": {"before": before + idle_before, "after": after + idle_after},
             **boot,
         }
+        if decided is not None:
+            result.update(self.persist(decided, inputs, boot, result["diff"]))
+            result["changed"] = result["changed"] or result.pop("persist_changed")
+        return result
+
+    def persist(self, decided, inputs, boot, runtime_diff):
+        """The role's files, then grubby and update-grub; the diff becomes a list (runtime values, files, grubby)."""
+        check = self.module.check_mode
+        files = converge(self.module, decided["files"], decided["links"], check_mode=check)
+        diffs = [dict(runtime_diff, before_header="runtime values", after_header="runtime values")] \
+            if runtime_diff["before"] or runtime_diff["after"] else []
+        diffs.extend(files["diff"])
+        changed = files["changed"]
+        if decided["grubby_argv"]:
+            diffs.append({"before_header": "grubby boot entries", "after_header": "grubby boot entries",
+                          "before": "".join("%s\n" % args for args in boot["grubby_args"]),
+                          "after": "grubby: %s\n" % " ".join(decided["grubby_argv"][2:])})
+            changed = True
+            if not check:
+                self._run([self.module.get_bin_path("grubby", required=True)] + decided["grubby_argv"][1:])
+        if decided["grub_dropin"] in files["changed_files"]:
+            if boot["update_grub"] is None:
+                self.module.warn("update-grub not found: %s is written but grub.cfg was not regenerated. Install grub2 "
+                                 "or run your bootloader's config generator before rebooting." % decided["grub_dropin"])
+            elif not check:
+                self._run([boot["update_grub"]])
+        return {
+            "persist_changed": changed,
+            "diff": diffs,
+            "pending": decided["pending"],
+            "reboot_required": bool(decided["pending"]),
+            "changed_files": files["changed_files"],
+            "changed_links": files["changed_links"],
+            "removed_files": files["removed_files"],
+            "unit_changed": bool(set(decided["unit_paths"]) & set(files["changed_files"] + files["changed_links"])),
+            "managed": decided["managed"],
+            "plan": {"sysctl": inputs["sysctl"], "cmdline": inputs["cmdline"], "grubby": decided["grubby"]},
+        }
+
+    def _run(self, argv):
+        rc, out, err = self.module.run_command(argv)
+        if rc != 0:
+            raise KernelRuntimeError("%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()))
+
+    def reboot(self):
+        """playbooks/reboot.yml: the pending-reboot record against the running command line."""
+        reboot, sysroot = self.params["reboot"], self.params["sysroot"]
+        plan.check_reboot(reboot, sysroot)
+        record = read_text(plan.REBOOT_RECORD, None)
+        cmdline_file = join(sysroot, "proc/cmdline")
+        if reboot["step"] == "pending":
+            # the running command line is read only when there is a record: a node rebooted by hand meanwhile has the
+            # parameters already, and the record alone would reboot it again
+            pending = plan.reboot_pending(record, read_cmdline(sysroot)) if record is not None else []
+            return {"changed": False, "reboot": {"pending": pending, "record": plan.REBOOT_RECORD,
+                                                 "rebootable": sysroot == "/" or bool(reboot["command"])}}
+        cmdline = read_text(cmdline_file, None)
+        if cmdline is None:
+            self.module.fail_json(msg="cannot read the running kernel's command line from %s after the reboot" % cmdline_file,
+                                  reason="command line unreadable after reboot")
+        still = plan.reboot_pending(record, cmdline)
+        if still:
+            self.module.fail_json(
+                msg="rebooted, but the running command line still lacks (+) or has (-) %s: check that the bootloader "
+                    "configuration (kernel_tuning_bootloader) is the one the node boots from." % " ".join(still),
+                reason="parameters not live after reboot")
+        try:
+            files = converge(self.module, [{"path": plan.REBOOT_RECORD, "state": "absent"}], check_mode=self.module.check_mode)
+        except (TopotuneError, OSError) as err:
+            self.module.fail_json(msg="cannot remove %s: %s" % (plan.REBOOT_RECORD, err), reason="record not removed")
+        return {"changed": files["changed"], "removed_files": files["removed_files"], "diff": files["diff"],
+                "reboot": {"pending": [], "record": plan.REBOOT_RECORD, "rebootable": True}}
 
 
 def main():
@@ -218,12 +441,31 @@ def main():
             "cpuidle": {"type": "dict", "default": {}},
             "sysroot": {"type": "path", "default": "/"},
             "bootloader": {"type": "str", "choices": list(BOOTLOADERS)},
+            "tuning": {"type": "dict", "options": {
+                "numa_balancing_disable": {"type": "bool", "default": True},
+                "sysctl": {"type": "list", "elements": "raw", "default": []},
+                "cmdline": {"type": "list", "elements": "raw", "default": []},
+                "cmdline_extra": {"type": "list", "elements": "raw", "default": []},
+                "c2_disable": {"type": "bool", "default": False},
+                "cstate_script": {"type": "str"},
+            }},
+            "reboot": {"type": "dict", "options": {
+                "step": {"type": "str", "choices": ["pending", "verify"], "required": True},
+                "batch": {"type": "raw"},
+                "max_fail_percentage": {"type": "raw"},
+                "via": {"type": "str", "default": "none"},
+                "slurm_node": {"type": "str"},
+                "drain_timeout": {"type": "raw"},
+                "drain_poll": {"type": "raw"},
+                "command": {"type": "str", "default": ""},
+            }},
         },
+        mutually_exclusive=[("tuning", "reboot")],
         supports_check_mode=True,
     )
     try:
         module.exit_json(**KernelRuntime(module).run())
-    except TopotuneError as err:
+    except (TopotuneError, OSError) as err:
         module.fail_json(msg=str(err))
 
 

@@ -30,8 +30,10 @@ options:
     description:
       - The topology model returned by M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after
         C(playbooks/topology.yml)). Its C(cpu_topology) gives Slurm core indices and L3 domains.
+      - Empty, the node's model is discovered in the same task (M(topotune.instinct.gpu_topology) under O(sysroot),
+        C(/) when that is empty), after every other option is checked.
     type: dict
-    required: true
+    default: {}
   sysroot:
     description:
       - Root of the node's sysfs, read for the RDMA NICs and the PCIe switch each sits below
@@ -65,10 +67,10 @@ options:
     type: str
   dev_dir:
     description:
-      - Directory holding C(dri/renderD*) on the node (C(/dev); C(<sysroot>/dev) on simulated nodes), used for the
-        C(File=) of gres.conf and where the wrapper tests which GPUs the process can open.
+      - Directory holding C(dri/renderD*) on the node, used for the C(File=) of gres.conf and where the wrapper tests
+        which GPUs the process can open.
+      - Default C(<sysroot>/dev), so C(/dev) on a real node and the profile's C(dev) on a simulated one.
     type: path
-    default: /dev
   visible_devices_env:
     description:
       - Variable that restricts the GPUs a rank sees. AMD documents C(ROCR_VISIBLE_DEVICES) for Linux;
@@ -115,7 +117,9 @@ options:
     type: bool
     default: true
   gres_type:
-    description: Slurm GRES C(Type=) for every GPU line (empty for none; the role derives it from the GPU generation).
+    description:
+      - Slurm GRES C(Type=) for every GPU line; C(auto) is the node's GPU generation in lower case (C(mi300x), from the
+        model's C(identity)), empty for none.
     type: str
     default: ""
   node_name:
@@ -128,6 +132,8 @@ options:
     type: str
     default: "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."
 notes:
+  - Every option is checked before the node is read or written (discovery included), the message naming the option
+    and the variable of role C(topotune.instinct.launch_templates) it comes from.
   - Every file is staged before the first is renamed into place, each by one rename with its mode and owner already
     set, so a run interrupted at any point leaves each file old or new. The next run completes the set and first
     removes the temp files (C(.topotune-*.tmp)) that an interrupted run left in the directories it writes.
@@ -195,7 +201,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import launch_rdma_options
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.files import commit_all, diff_entry, differs, read_text, stage_all
-from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import CPU_BINDINGS, ENV_FILE, SCOPES, VISIBLE_ENVS, render
+from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import (
+    CPU_BINDINGS,
+    ENV_FILE,
+    SCOPES,
+    VISIBLE_ENVS,
+    render,
+    validate_options,
+)
 
 
 class LaunchTemplates:
@@ -211,6 +225,10 @@ class LaunchTemplates:
             "gres_type", "node_name", "header")}
         if not options["node_name"]:
             options["node_name"] = socket.gethostname().split(".")[0] or "NODE"
+        if not options["dev_dir"]:
+            options["dev_dir"] = join(self.params["sysroot"] or "/", "dev")
+        # every option checked before the node is read (render checks them again with the NICs found)
+        validate_options(options)
         if self.params["sysroot"]:
             options.update(launch_rdma_options(self.params["sysroot"]))
         result = render(self.params["topology"], options)
@@ -256,14 +274,14 @@ class LaunchTemplates:
 def main():
     module = AnsibleModule(
         argument_spec={
-            "topology": {"type": "dict", "required": True},
+            "topology": {"type": "dict", "default": {}},
             "sysroot": {"type": "path", "default": "/"},
             "sizes": {"type": "list", "elements": "int", "default": [2, 4, 8]},
             "default_size": {"type": "int"},
             "dest": {"type": "path", "default": "/etc/topotune/launch"},
             "wrapper_path": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
             "wrapper_content": {"type": "str"},
-            "dev_dir": {"type": "path", "default": "/dev"},
+            "dev_dir": {"type": "path"},
             # the choices are launch_render's (tests/unit/roles/test_argument_specs.py: the role's argument_specs match)
             "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES", "choices": list(VISIBLE_ENVS)},
             "visible_devices_scope": {"type": "str", "default": "group", "choices": list(SCOPES)},

@@ -112,14 +112,14 @@ EXAMPLES = r"""
         content: "{{ lookup('ansible.builtin.template', 'topotune-rocm.sh.j2') }}"
         validate: /bin/sh -n %s
 
-- name: Install and enable a boot-time unit without a systemctl call
+- name: Install and enable a timer unit without a systemctl call
   topotune.instinct.managed_files:
     files:
-      - path: /etc/systemd/system/topotune-cpu-governor.service
-        content: "{{ lookup('ansible.builtin.template', 'topotune-cpu-governor.service.j2') }}"
+      - path: /etc/systemd/system/topotune-drift-check.timer
+        content: "{{ lookup('ansible.builtin.template', 'topotune-drift-check.timer.j2') }}"
     links:
-      - path: /etc/systemd/system/multi-user.target.wants/topotune-cpu-governor.service
-        src: /etc/systemd/system/topotune-cpu-governor.service
+      - path: /etc/systemd/system/timers.target.wants/topotune-drift-check.timer
+        src: /etc/systemd/system/topotune-drift-check.timer
 
 - name: One flag file per launch group, stale ones removed
   topotune.instinct.managed_files:
@@ -142,6 +142,12 @@ changed_files:
   type: list
   elements: str
   sample: [/etc/profile.d/topotune-rocm.sh]
+created_files:
+  description: The files of RV(changed_files) that did not exist before (a new unit, for example, that nothing can start yet).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/systemd/system/topotune-drift-check.timer]
 changed_links:
   description: Links created, replaced or removed.
   returned: success
@@ -156,124 +162,10 @@ removed_files:
   sample: [/etc/topotune/containers/size8-group1.flags]
 """
 
-import fnmatch
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.core.files import (
-    ValidationError,
-    commit_all,
-    diff_entry,
-    differs,
-    parse_mode,
-    read_text,
-    replace_symlink,
-    stage_all,
-)
-
-
-class ManagedFiles:
-    def __init__(self, module):
-        self.module = module
-        self.root_owned = os.geteuid() == 0
-        self.modes = {}  # path -> the parsed mode of each file to write
-
-    def fail(self, msg):
-        self.module.fail_json(msg="managed_files: " + msg)
-
-    def _check_input(self):
-        seen = set()
-        for kind in ("files", "links"):
-            for entry in self.module.params[kind]:
-                path = entry["path"]
-                if not os.path.isabs(path):
-                    self.fail("%s: path %r must be absolute" % (kind, path))
-                if path in seen:
-                    self.fail("%s is listed twice; each path has one writer" % path)
-                seen.add(path)
-                present = entry["state"] == "present"
-                if kind == "files" and present and entry["content"] is None:
-                    self.fail("%s: content is required unless state=absent" % path)
-                if kind == "links" and present and not entry["src"]:
-                    self.fail("%s: src is required unless state=absent" % path)
-                if kind == "files" and present:
-                    try:
-                        self.modes[path] = parse_mode(entry["mode"], "%s: mode" % path)
-                    except TopotuneError as err:
-                        self.fail(str(err))
-                    if entry["validate"] and "%s" not in entry["validate"]:
-                        self.fail("%s: validate must contain %%s (the staged file), got %r" % (path, entry["validate"]))
-
-    def run(self):
-        self._check_input()
-        params = self.module.params
-        writes, removals, link_changes, diffs = [], [], [], []
-        wanted = set()
-        for entry in params["files"]:
-            path = entry["path"]
-            if entry["state"] == "absent":
-                if os.path.lexists(path):
-                    removals.append(path)
-                continue
-            wanted.add(path)
-            mode = self.modes[path]
-            if differs(path, entry["content"], mode, self.root_owned):
-                writes.append((path, entry["content"], mode, entry["validate"]))
-                diffs.append(diff_entry(path, read_text(path), entry["content"]))
-        for rule in params["prune"]:
-            directory = rule["path"]
-            if not os.path.isdir(directory):
-                continue
-            for name in sorted(os.listdir(directory)):
-                path = os.path.join(directory, name)
-                if fnmatch.fnmatch(name, rule["pattern"]) and path not in wanted and os.path.isfile(path) and path not in removals:
-                    removals.append(path)
-        for path in removals:
-            diffs.append(diff_entry(path, read_text(path), "", " (removed)"))
-        for link in params["links"]:
-            current = os.readlink(link["path"]) if os.path.islink(link["path"]) else None
-            if link["state"] == "absent":
-                if current is not None:
-                    link_changes.append((link["path"], None))
-                    diffs.append(diff_entry(link["path"], "-> %s\n" % current, "", " (removed)"))
-            elif current != link["src"]:
-                if os.path.lexists(link["path"]) and current is None:
-                    self.fail("%s exists and is not a symlink; move it away, topotune does not replace it" % link["path"])
-                link_changes.append((link["path"], link["src"]))
-                diffs.append(diff_entry(link["path"], "-> %s\n" % current if current else "", "-> %s\n" % link["src"]))
-
-        if not self.module.check_mode:
-            managed = sorted(wanted) + [link["path"] for link in params["links"]]
-            self._apply(writes, removals, link_changes, managed)
-        return {
-            "changed": bool(writes or removals or link_changes),
-            # contents are not echoed back (the diff shows what changed): results are post-processed on the controller
-            "invocation": {"module_args": dict(params, files=[{k: v for k, v in f.items() if k != "content"} for f in params["files"]])},
-            "files": sorted(wanted),
-            "changed_files": [w[0] for w in writes],
-            "changed_links": [c[0] for c in link_changes],
-            "removed_files": removals,
-            "diff": diffs,
-        }
-
-    def _apply(self, writes, removals, link_changes, managed):
-        # stage and validate everything first: a rejected file leaves every file of the call as it was. Temp files
-        # an interrupted run left are removed from every directory this call manages, written to or not.
-        try:
-            staged = stage_all(self.module, writes, self.root_owned, sweep=managed)
-        except ValidationError as err:
-            self.fail("%s; no file was changed" % err)
-        # each step below is one rename or unlink: a run killed anywhere leaves every file and link old or new
-        commit_all(self.module, staged)
-        for path in removals:
-            os.unlink(path)
-        for path, src in link_changes:
-            if src is None:
-                os.unlink(path)
-            else:
-                replace_symlink(path, src)
+from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 
 
 def main():
@@ -298,10 +190,15 @@ def main():
         },
         supports_check_mode=True,
     )
+    params = module.params
     try:
-        module.exit_json(**ManagedFiles(module).run())
-    except OSError as err:
+        result = converge(module, params["files"], params["links"], params["prune"], module.check_mode)
+    except (TopotuneError, OSError) as err:
         module.fail_json(msg="managed_files: %s" % err)
+    # contents are not echoed back (the diff shows what changed): results are post-processed on the controller
+    result["invocation"] = {"module_args": dict(params, files=[{k: v for k, v in f.items() if k != "content"}
+                                                               for f in params["files"]])}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ description:
     for the node's role (O(virtualization_host)).
   - Never changes the node; C(changed) is always false.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
+  - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
+    own check, so a wrong one is named before anything reaches the node.
 options:
   sysroot:
     description: Directory under which sysfs/procfs are read (C(/) on a real node, C(/sim) on a simulated one).
@@ -84,7 +86,8 @@ options:
   pending_cmdline:
     description:
       - Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
-        C(kernel_tuning_cmdline_pending). A required parameter listed here is reported C(warn) (pending
+        C(kernel_tuning_cmdline_pending) as it is (its C(+param) entries are configured parameters, its C(-param)
+        ones removals and ignored here). A required parameter listed here is reported C(warn) (pending
         reboot) instead of C(fail).
     type: list
     elements: str
@@ -94,6 +97,20 @@ options:
     type: list
     elements: str
     default: []
+  fail_on:
+    description:
+      - The level at or above which a result stops the play (C(fail), C(warn) or C(never)); RV(blocking) lists those
+        results. The module itself never fails on a result.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+  report_dir:
+    description:
+      - The controller directory the caller writes the report to (role C(platform_checks), C(platform_checks_report_dir));
+        the module writes nothing there and only checks it, with the other options, before it reads the node. It must be
+        empty (no report) or an absolute controller path (C(~) is the controller user's home).
+    type: str
+    default: ""
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -137,6 +154,12 @@ results:
       remediation: "a GPU link trained below spec: reseat the GPU/riser/cable ..."
       source: "system-acceptance-docs health-checks.md (LnkSta Speed/Width)"
       cvs: test_check_gpu_pcie_speed_width
+blocking:
+  description: Ids of the results at or above O(fail_on), in result order.
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu_pcie_speed_width]
 summary:
   description: Counts per status, total and the worst status.
   returned: always
@@ -202,8 +225,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import (
+    FAIL_ON,
     OPTIONS,
     argument_spec,
+    blocking,
+    check_role_options,
     gather,
     node_identity,
     run_checks,
@@ -223,6 +249,8 @@ class PlatformChecks:
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
         options = {key: self.params[key] for key in OPTIONS}
+        # what a type cannot say, before the node is read (the message names the role variables)
+        check_role_options(dict(options, **{key: self.params[key] for key in ("sysroot", "report_dir", "fail_on")}))
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         identity = node_identity(facts, knowledge, options)
@@ -230,6 +258,7 @@ class PlatformChecks:
             "changed": False,
             "results": results,
             "summary": summarize(results),
+            "blocking": blocking(results, self.params["fail_on"]),
             "generation": identity["generation"],
             "identity": identity,
             "rdma_affinity": nic_affinity(facts["pcie"]),
@@ -244,6 +273,8 @@ def main():
             "sysroot": {"type": "path", "default": "/"},
             "knowledge": {"type": "dict", "required": True},
             **argument_spec(),
+            "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON)},
+            "report_dir": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )

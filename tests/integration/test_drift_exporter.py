@@ -30,6 +30,8 @@ import urllib.parse
 
 import pytest
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.drift_exporter import shipped_modules, shipped_packages
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 IMAGE = os.environ.get("TOPOTUNE_PROMETHEUS_NODE_IMAGE", "local/topotune-node-prometheus:bookworm")
@@ -191,8 +193,10 @@ def test_installed_files_are_root_owned_and_not_writable_by_others(node):
              "/usr/local/lib/topotune/knowledge.json /etc/topotune/drift-exporter/config.json "
              "/etc/systemd/system/topotune-drift-check.service /etc/systemd/system/topotune-drift-check.timer").stdout
     rows = [line.split(" ", 2) for line in out.splitlines()]
-    # the script, 13 module files in 4 sub-packages (5 __init__.py), knowledge, config, 2 units
-    assert len(rows) == 23, out
+    # the script, the module files the checker imports with the package's and each sub-package's __init__.py,
+    # knowledge, config, 2 units
+    modules = shipped_modules()
+    assert len(rows) == 1 + len(modules) + 1 + len(shipped_packages(modules)) + 4, out
     for owner, mode, path in rows:
         assert owner == "root:root" and not int(mode, 8) & 0o022, (owner, mode, path)
     # the node's copy is the collection's code, byte for byte

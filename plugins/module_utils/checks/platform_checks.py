@@ -18,6 +18,12 @@ Public API (standard library only, Python 3.8+):
     host: SR-IOV, IOMMU and ACS enabled), ``skip``).
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
+``PlatformChecksError(TopotuneError)``, ``check_role_options(options, prefix="platform_checks_")``
+    What a type cannot say about the options of role ``platform_checks`` (and of ``drift_exporter``, which takes
+    the same with its own prefix): raises naming each wrong variable (``<prefix><option>``), its value and the fix;
+    ``role_option_problems`` returns the messages.
+``FAIL_ON``, ``blocking(results, fail_on)``
+    The ids of the results at or above ``fail_on`` (``fail``, ``warn`` or ``never``): what stops the play.
 
 Check ids follow ROCm/cvs ``cvs/tests/platform/host_configs_cvs.py`` (``test_check_<id>``) where CVS has
 the check; the ``cvs`` key names the CVS test.
@@ -27,7 +33,9 @@ import os
 import re
 
 from ..core.cpulist import CpulistError, format_cpulist, parse
+from ..core.errors import TopotuneError
 from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
+from ..state.kernel_settings import has_param, tokens
 from ..topology.identity import generation_entry, identify
 from . import expected_values, gpu_health, pcie_health
 from .expected_values import check_expected
@@ -46,7 +54,8 @@ OPTIONS = {
     "transparent_hugepage": {"type": "str", "default": "",
                              "help": "expected transparent hugepage mode; empty: the knowledge file's"},
     "pending_cmdline": {"type": "list", "elements": "str", "default": [],
-                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing)"},
+                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing); "
+                                "kernel_tuning's +param/-param entries are taken as they are"},
     "virtualization_host": {"type": "bool", "default": False,
                             "help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
     "skip": {"type": "list", "elements": "str", "default": [], "help": "a check id to leave out (repeatable)"},
@@ -233,25 +242,9 @@ def _result(check_id, status, observed, expected, remediation="", source="", cvs
     }
 
 
-def cmdline_params(cmdline):
-    """Kernel command line -> list of tokens (``name`` or ``name=value``), quotes removed."""
-    if not cmdline:
-        return []
-    return [tok.replace('"', "") for tok in cmdline.split()]
-
-
-def _has_param(tokens, param):
-    """``param`` (``name`` or ``name=value``) present; ``pci=realloc=off`` also matches ``pci=a,realloc=off``."""
-    if "=" not in param:
-        return any(tok == param or tok.startswith(param + "=") for tok in tokens)
-    name, value = param.split("=", 1)
-    for tok in tokens:
-        if tok == param:
-            return True
-        tname, _unused, tvalue = tok.partition("=")
-        if tname == name and name == "pci" and value in tvalue.split(","):
-            return True
-    return False
+# the command line's tokens and the parameter test are kernel_settings.py's (role kernel_tuning's plan uses the same)
+cmdline_params = tokens
+_has_param = has_param
 
 
 def _slot(bdf):
@@ -282,6 +275,48 @@ def _as_guest(results, identity, gen):
                 % res["id"])
         out.append(res)
     return out
+
+
+class PlatformChecksError(TopotuneError):
+    """Options the checks cannot run with."""
+
+
+# The statuses that stop the play for each platform_checks_fail_on value.
+FAIL_ON = {"fail": ("fail",), "warn": ("warn", "fail"), "never": ()}
+_ABSOLUTE = re.compile(r"^/\S*$")
+
+
+def role_option_problems(options, prefix="platform_checks_"):
+    """One message per option of ``options`` a type cannot refuse: ``gpu_count`` below 0, ``sysroot`` not an absolute
+    path without spaces, ``report_dir`` (a controller directory) neither empty nor absolute (``~`` for the controller
+    user's home is fine), ``fail_on`` not in ``FAIL_ON``. Options not given are not checked."""
+    problems = []
+    if "gpu_count" in options:
+        count = options["gpu_count"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            problems.append("%sgpu_count must be an integer >= 0 (0: the generation's devices_per_node), got %s"
+                            % (prefix, count))
+    if "sysroot" in options and not (isinstance(options["sysroot"], str) and _ABSOLUTE.match(options["sysroot"])):
+        problems.append("%ssysroot must be an absolute path without spaces, got %s" % (prefix, options["sysroot"]))
+    report_dir = options.get("report_dir")
+    if report_dir and not (isinstance(report_dir, str) and report_dir.startswith(("/", "~"))):
+        problems.append("%sreport_dir must be empty (no file) or an absolute controller path, got %s"
+                        % (prefix, report_dir))
+    if "fail_on" in options and options["fail_on"] not in FAIL_ON:
+        problems.append("%sfail_on must be one of %s, got %s" % (prefix, ", ".join(FAIL_ON), options["fail_on"]))
+    return problems
+
+
+def check_role_options(options, prefix="platform_checks_"):
+    """Raise ``PlatformChecksError`` naming every problem ``role_option_problems`` finds."""
+    problems = role_option_problems(options, prefix)
+    if problems:
+        raise PlatformChecksError("%s: invalid input. %s" % (prefix.rstrip("_"), "; ".join(problems)))
+
+
+def blocking(results, fail_on):
+    """Ids of the results whose status stops the play at ``fail_on``."""
+    return [res["id"] for res in results if res["status"] in FAIL_ON[fail_on]]
 
 
 def summarize(results):
@@ -664,9 +699,17 @@ def _check_attest(gen, tables=None, options=None):
     return results
 
 
+def pending_parameters(entries):
+    """The parameters configured for the next boot in ``entries``: plain ones, and kernel_tuning's
+    ``kernel_tuning_cmdline_pending`` form, where ``+param`` is to be added (configured) and ``-param`` to be removed
+    (not a configured parameter)."""
+    return [entry[1:] if entry.startswith("+") else entry for entry in entries or () if not entry.startswith("-")]
+
+
 def run_checks(facts, knowledge, options=None):
     """Return the list of check results for ``facts`` (from ``gather``) against ``knowledge``."""
-    options = options or {}
+    options = dict(options or {})
+    options["pending_cmdline"] = pending_parameters(options.get("pending_cmdline"))
     host = (knowledge or {}).get("host") or {}
     identity = node_identity(facts, knowledge, options)
     gen = generation_entry((knowledge or {}).get("generations"), identity)

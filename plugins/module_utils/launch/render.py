@@ -9,7 +9,8 @@ Public API (standard library only):
 ``TABLE_NAME``, ``ENV_FILE``
     The wrapper's table file name in ``dest`` (``bind.table``); the pattern of group env file names.
 ``validate_options(options)``
-    ``DEFAULTS`` merged with ``options``, every value checked; raises ``LaunchRenderError``.
+    ``DEFAULTS`` merged with ``options``, every value checked; raises ``LaunchRenderError`` naming the option and,
+    for the options role ``launch_templates`` takes from a variable (``ROLE_VARIABLES``), that variable.
 ``plan(topology, options)``
     Groups per configured size (``grouping.group_gpus``), the per-GPU binding (CPU set, NUMA node, L3 domain)
     and the whole-group recipe per group.
@@ -51,6 +52,8 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^[A-Za-z0-9_,.:/=+@%-]*$")
 _ABS_PATH = re.compile(r"^/[A-Za-z0-9_./+-]+$")
 _NODE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# gres.conf Type= (letters, digits, _ . + -); "auto" is the node's GPU generation in lower case
+_GRES_TYPE = re.compile(r"^[A-Za-z0-9_.+-]*$")
 
 DEFAULTS = {
     "sizes": [2, 4, 8],
@@ -82,8 +85,18 @@ class LaunchRenderError(TopotuneError, ValueError):
     """Options that cannot be rendered."""
 
 
+# The variable of role launch_templates each option comes from (the role passes them as they are, so the message
+# names what its user sets); the other options are the module's own (wrapper_content, dev_dir, node_name, header,
+# rdma_*).
+ROLE_VARIABLES = dict({name: "launch_templates_" + name for name in (
+    "sizes", "default_size", "wrapper_path", "visible_devices_env", "visible_devices_scope", "cpu_binding", "cpu_map",
+    "reserved_cpus", "membind", "extra_env", "gres", "gres_type")}, dest="launch_templates_dir")
+
+
 def _fail(option, value, why, fix):
-    raise LaunchRenderError("launch option %s=%r %s; %s" % (option, value, why, fix))
+    variable = ROLE_VARIABLES.get(option.split("[", 1)[0])
+    raise LaunchRenderError("launch option %s=%r%s %s; %s" % (
+        option, value, " (%s)" % variable if variable else "", why, fix))
 
 
 def _check_value(option, text):
@@ -137,9 +150,9 @@ def validate_options(options):
         _check_value("extra_env[%s]" % name, text)
         extra[str(name)] = text
     opts["extra_env"] = extra
-    if not isinstance(opts["gres_type"], str) or not _VALUE.match(opts["gres_type"]) or any(
-            c in opts["gres_type"] for c in ",:="):
-        _fail("gres_type", opts["gres_type"], "is not a plain Slurm GRES type", "use e.g. mi250x or ''")
+    if not isinstance(opts["gres_type"], str) or not _GRES_TYPE.match(opts["gres_type"]):
+        _fail("gres_type", opts["gres_type"], "is not a plain Slurm GRES type",
+              "use auto (the GPU generation), e.g. mi250x, or ''")
     if not isinstance(opts["node_name"], str) or not _NODE_NAME.match(opts["node_name"]):
         _fail("node_name", opts["node_name"], "is not a Slurm node name", "use the node's short host name")
     if opts["wrapper_content"] is not None and not isinstance(opts["wrapper_content"], str):
@@ -321,6 +334,9 @@ def plan(topology, options):
     if not isinstance(topology, dict) or not isinstance(topology.get("gpus"), list) or not topology["gpus"]:
         raise LaunchRenderError("the topology has no GPUs: gather it with topotune.instinct.gpu_topology "
                                 "on a node with amdgpu loaded (or the right sysroot)")
+    if opts["gres_type"] == "auto":
+        # the node's GPU generation, as discovery identified it (module_utils/topology/identity.py); none: no Type=
+        opts["gres_type"] = str((topology.get("identity") or {}).get("generation") or "").lower()
     gpus = sorted((g for g in topology["gpus"] if isinstance(g, dict) and isinstance(g.get("index"), int)),
                   key=lambda g: g["index"])
     numa_cpus = _numa_cpus(topology)

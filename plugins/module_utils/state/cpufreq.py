@@ -16,17 +16,31 @@ Public API (standard library only, Python 3.8+):
     rename) and re-read it; raises ``GovernorError`` naming the CPUs the kernel refused.
 ``group(governors)``
     ``{cpu: gov}`` -> ``{gov: "cpulist"}``, the compact form for diffs and results.
+``role_plan(governor, cpus, sysroot, persist, boot_script=None)``
+    The decisions of role ``cpu_governor`` from its variables, before anything is read: raises ``GovernorError``
+    naming each wrong variable (``cpu_governor_<option>``), its value and the fix; else the plan: the CPU
+    directory, the boot-time files and enable link (``persist``), and the ``cpu_governor_managed`` record.
 """
 
 import os
 import re
 
-from ..core.cpulist import format_cpulist, parse
+from ..core.cpulist import CpulistError, format_cpulist, parse
 from ..core.errors import TopotuneError
 from ..core.sysroot import join, list_dir, read_text
 
 CPU_BASE = "sys/devices/system/cpu"
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
+# Governor names are kernel identifiers; they are written to sysfs and passed to the boot script.
+_GOVERNOR = re.compile(r"^[a-z][a-z0-9_-]*$")
+_CPUS = re.compile(r"^(all|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$")
+_SYSROOT = re.compile(r"^/\S*$")
+# The boot-time unit of role cpu_governor and the link `systemctl enable` creates for its WantedBy=multi-user.target
+UNIT = "topotune-cpu-governor.service"
+UNIT_FILE = "/etc/systemd/system/" + UNIT
+UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/" + UNIT
+SCRIPT = "/usr/local/sbin/topotune-cpu-governor"
+HEADER = "# Managed by topotune (role topotune.instinct.cpu_governor): local edits are overwritten."
 
 
 class GovernorError(TopotuneError):
@@ -103,3 +117,82 @@ def group(governors):
     for cpu, gov in governors.items():
         out.setdefault(gov, []).append(cpu)
     return {gov: format_cpulist(cpus) for gov, cpus in sorted(out.items())}
+
+
+def _cpus_problem(cpus):
+    if not isinstance(cpus, str) or not _CPUS.match(cpus):
+        problem = ""
+        if isinstance(cpus, str):
+            try:
+                parse(cpus)
+            except CpulistError as err:
+                problem = " (%s)" % err
+        return 'cpu_governor_cpus must be "all" or a cpulist such as 0-95,192-287, got %s%s' % (cpus, problem)
+    if cpus != "all":
+        try:
+            parse(cpus)
+        except CpulistError as err:
+            return "cpu_governor_cpus must be a cpulist such as 0-95,192-287: %s" % err
+    return None
+
+
+def boot_unit(governor, cpus, cpu_dir):
+    """The oneshot unit that re-applies the governor at boot (``ExecStart`` runs ``SCRIPT GOVERNOR CPUS CPU_DIR``)."""
+    return "\n".join([
+        HEADER,
+        "[Unit]",
+        "Description=Set the %s CPU frequency governor (topotune)" % governor,
+        "Documentation=https://github.com/topotune/topotune/tree/main/roles/cpu_governor",
+        "# nothing to do on nodes without cpufreq (VMs)",
+        "ConditionPathExistsGlob=%s/cpu*/cpufreq/scaling_governor" % cpu_dir,
+        "After=systemd-modules-load.service",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=true",
+        "ExecStart=/bin/sh %s %s %s %s" % (SCRIPT, governor, cpus, cpu_dir),
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+
+
+def role_plan(governor, cpus, sysroot, persist, boot_script=None):
+    """Validate the role's variables (what their types cannot say) and decide its files and manifest record."""
+    problems = [problem for problem in (
+        None if isinstance(governor, str) and _GOVERNOR.match(governor) else
+        "cpu_governor_governor must be a governor name such as performance (lower-case letters, digits, - and _), "
+        "got %s" % (governor,),
+        _cpus_problem(cpus),
+        None if isinstance(sysroot, str) and _SYSROOT.match(sysroot) else
+        "cpu_governor_sysroot must be an absolute path without spaces, got %s" % (sysroot,),
+        None if not persist or isinstance(boot_script, str) and boot_script.strip() else
+        "boot_script must hold the role's files/topotune-cpu-governor when cpu_governor_persist is true",
+    ) if problem]
+    if problems:
+        raise GovernorError("cpu_governor: invalid input. %s" % "; ".join(problems))
+    cpu_dir = join(sysroot, CPU_BASE)
+    files, links = [], []
+    if persist:
+        files = [{"path": SCRIPT, "content": boot_script, "mode": "0755", "validate": "/bin/sh -n %s"},
+                 {"path": UNIT_FILE, "content": boot_unit(governor, cpus, cpu_dir), "mode": "0644"}]
+        links = [{"path": UNIT_LINK, "src": UNIT_FILE}]
+    # "all" is a glob, so CPUs brought online later are watched too; a cpulist names its CPUs
+    value_path = "%s/cpu%s/cpufreq/scaling_governor" % (CPU_BASE, "[0-9]*" if cpus == "all" else "{cpu}")
+    return {
+        "governor": governor,
+        "cpus": cpus,
+        "cpu_dir": cpu_dir,
+        "files": files,
+        "links": links,
+        # what systemd must reload when it changes (the script alone needs no reload)
+        "unit_paths": [UNIT_FILE, UNIT_LINK] if persist else [],
+        "managed": {
+            "owner": "cpu_governor",
+            "sysroot": sysroot,
+            "values": [{"path": value_path, "value": governor, "cpus": cpus}],
+            "files": [f["path"] for f in files],
+            "units": [{"name": UNIT, "enabled": True, "active": None}] if persist else [],
+        },
+    }

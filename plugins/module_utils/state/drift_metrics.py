@@ -22,6 +22,9 @@ Public API (standard library only, Python 3.8+):
     Kernel parameters topotune's GRUB drop-in configures for the next boot that the running kernel lacks.
 ``main(argv)``
     ``topotune-drift-check [--config PATH]``: lock, check, write the textfile atomically (``files.write_atomic``).
+``build_config(options, knowledge_file)``
+    The checker's configuration (what ``load_config`` reads) from the variables of role ``drift_exporter`` without
+    their ``drift_exporter_`` prefix; raises ``CheckerError`` naming each wrong variable, its value and the fix.
 
 Metric conventions (https://prometheus.io/docs/practices/naming/): prefix ``topotune_``, base units (seconds),
 ``_total`` only on the counter, ``_info`` carries labels with value 1.
@@ -36,11 +39,12 @@ import resource
 import sys
 import time
 
-from ..checks.platform_checks import STATUSES, _has_param, cmdline_params, gather, node_identity, run_checks
+from ..checks.platform_checks import STATUSES, gather, node_identity, role_option_problems, run_checks
 from ..core.errors import TopotuneError
 from ..core.files import write_atomic
 from ..core.process import CommandError, run
 from ..core.sysroot import join, read_text
+from .kernel_settings import GRUB_DROPIN, grub_dropin_params, has_param, tokens
 from .managed_state import MANIFEST_MISSING, MANIFEST_OK, MANIFEST_UNREADABLE, parse_systemctl_show, verify_path
 
 # The collection's version (galaxy.yml; tests/unit/plugins/module_utils/state/test_drift_metrics.py keeps them equal).
@@ -52,8 +56,6 @@ _KIND_OF = (("files", "file"), ("values", "value"), ("json_keys", "json_key"), (
             ("units", "unit"), ("dirs", "stale"))
 _ERRORS = "topotune_drift_check_errors_total"
 _ERRORS_LINE = re.compile(r'^%s\{stage="([a-z_]+)"\} ([0-9.eE+]+)$' % _ERRORS)
-_GRUB_LINE = re.compile(r'^\s*GRUB_CMDLINE_LINUX(?:_DEFAULT)?="(.*)"\s*$')
-_GRUB_SELF = re.compile(r"\$\{?GRUB_CMDLINE_LINUX(?:_DEFAULT)?\}?")
 
 
 class CheckerError(TopotuneError):
@@ -145,13 +147,8 @@ def _manifest_stage(config):
 
 def pending_kernel_parameters(dropin_text, cmdline):
     """Tokens of the ``GRUB_CMDLINE_LINUX`` lines of topotune's GRUB drop-in missing from ``cmdline``."""
-    wanted = []
-    for line in (dropin_text or "").splitlines():
-        match = _GRUB_LINE.match(line)
-        if match:
-            wanted.extend(cmdline_params(_GRUB_SELF.sub(" ", match.group(1))))
-    running = cmdline_params(cmdline)
-    return [token for token in wanted if not _has_param(running, token)]
+    running = tokens(cmdline)
+    return [token for token in grub_dropin_params(dropin_text) if not has_param(running, token)]
 
 
 def _pending(config):
@@ -248,6 +245,86 @@ def check(config, now=time.time, previous=None):
 
 # ---------------------------------------------------------------------------------------------------- main
 _REQUIRED = ("manifest", "sysroot", "knowledge", "textfile")
+# Paths go into a systemd unit and a JSON file: no spaces or quotes.
+_PATH = re.compile(r"^/[A-Za-z0-9._/@+-]*$")
+TEXTFILE = "topotune.prom"
+REBOOT_REQUIRED_FILE = "/run/reboot-required"
+
+
+def _flag(value, variable, problems):
+    """A boolean variable as Ansible reads one (an -e value arrives as the text "false")."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0", ""):
+        return False
+    problems.append("drift_exporter_%s must be true or false, got %s" % (variable, value))
+    return False
+
+
+def _count(value):
+    return None if isinstance(value, bool) else value if isinstance(value, int) else _int(value)
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def build_config(options, knowledge_file):
+    """``options``: role drift_exporter's variables without the prefix (``sysroot``, ``textfile_dir``, ``manifest``,
+    ``interval_seconds``, ``randomized_delay_seconds``, ``boot_delay_seconds``, ``timer_enabled`` and the platform
+    check expectations ``generation``, ``gpu_count``, ``expected``, ``virtualization_host``, ``cpu_governor``,
+    ``transparent_hugepage``, ``skip``)."""
+    problems = []
+    paths = (
+        ("textfile_dir", "an absolute path of letters, digits and ._/@+- (node_exporter --collector.textfile.directory)"),
+        ("manifest", "an absolute path of letters, digits and ._/@+-"),
+        ("sysroot", "an absolute path without spaces"),
+    )
+    for key, what in paths:
+        if not (isinstance(options.get(key), str) and _PATH.match(options[key])):
+            problems.append("drift_exporter_%s must be %s, got %s" % (key, what, options.get(key)))
+    timings = ("interval_seconds", "randomized_delay_seconds", "boot_delay_seconds")
+    interval, delay, boot = (_count(options.get(key)) for key in timings)
+    if interval is None or interval < 10:
+        problems.append("drift_exporter_interval_seconds must be at least 10 (a check every few seconds costs CPU on "
+                        "every node), got %s" % (options.get("interval_seconds"),))
+    for key, value in (("randomized_delay_seconds", delay), ("boot_delay_seconds", boot)):
+        if value is None or value < 0:
+            problems.append("drift_exporter_%s must be 0 or more, got %s" % (key, options.get(key)))
+    gpu_count = _count(options.get("gpu_count"))
+    problems.extend(role_option_problems({"gpu_count": gpu_count if gpu_count is not None else options.get("gpu_count")},
+                                         prefix="drift_exporter_"))
+    timer = _flag(options.get("timer_enabled", True), "timer_enabled", problems)
+    virtualization_host = _flag(options.get("virtualization_host", False), "virtualization_host", problems)
+    if problems:
+        raise CheckerError("drift_exporter: invalid input. %s" % "; ".join(problems))
+    return {
+        "manifest": options["manifest"],
+        "sysroot": options["sysroot"],
+        "knowledge": knowledge_file,
+        "textfile": options["textfile_dir"].rstrip("/") + "/" + TEXTFILE,
+        # the GRUB drop-in role kernel_tuning writes: its parameters, missing from the running kernel, are a pending reboot
+        "grub_dropin": GRUB_DROPIN,
+        "reboot_required_file": REBOOT_REQUIRED_FILE,
+        # the longest time between two timer checks; 0 without the timer (checks only by hand: alert
+        # TopotuneDriftCheckTimerOff)
+        "interval_seconds": interval + delay if timer else 0,
+        "platform_checks": {
+            "generation": options.get("generation") or None,
+            "gpu_count": gpu_count,
+            "expected": options.get("expected") or {},
+            "virtualization_host": virtualization_host,
+            "cpu_governor": options.get("cpu_governor") or "",
+            "transparent_hugepage": options.get("transparent_hugepage") or "",
+            "skip": list(options.get("skip") or []),
+        },
+    }
 
 
 def load_config(path):

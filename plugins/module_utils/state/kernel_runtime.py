@@ -20,14 +20,31 @@ Public API (standard library only, Python 3.8+):
     ``/etc/default/grub`` or ``update-grub`` is, else by the os-release family; ``None`` when nothing matches.
 ``parse_grubby_args(text)``
     The ``args=`` of every boot entry in ``grubby --info=ALL`` output, unquoted.
+
+Role ``kernel_tuning``'s plan (the ``kernel_runtime`` module runs it; every message names the role variable):
+
+``check_tuning(tuning, sysroot)``
+    Before anything is read: what a type cannot say about the role's variables (``tuning`` holds them without the
+    ``kernel_tuning_`` prefix), and the additive lists merged (``kernel_settings.merge``). Returns the inputs of
+    ``plan_tuning``: the sysctl and cmdline merges, the runtime values to set, the C-state switch.
+``plan_tuning(inputs, boot)``
+    With the node's boot state (``{"cmdline", "bootloader", "grubby_args"}``): the files (sysctl drop-in, GRUB
+    drop-in, C-state script and unit, the pending-reboot record, each present or absent), the enable link, what the
+    running command line lacks (``pending``), the grubby changes, and the ``kernel_tuning_managed`` record.
+``check_reboot(reboot, sysroot)``
+    What a type cannot say about the reboot variables of ``playbooks/reboot.yml`` (``kernel_tuning_reboot_*``).
+``reboot_pending(record_text, cmdline)``
+    What the running command line still lacks of what the pending-reboot record wants (``[]`` without a record).
 """
 
+import json
 import os
 import re
 
 from ..core.cpulist import format_cpulist
 from ..core.errors import TopotuneError
 from ..core.sysroot import join, list_dir, read_text
+from . import kernel_settings
 
 _SYSCTL_NAME = re.compile(r"^[A-Za-z0-9_-]+([./][A-Za-z0-9_-]+)*$")
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
@@ -172,3 +189,204 @@ def parse_grubby_args(text):
         if line.startswith("args="):
             args.append(line[len("args="):].strip().strip('"'))
     return args
+
+
+# ------------------------------------------------------------------------------- role kernel_tuning's plan
+SYSCTL_FILE = "/etc/sysctl.d/90-topotune-kernel.conf"
+GRUB_DROPIN = kernel_settings.GRUB_DROPIN
+CSTATE_UNIT = "topotune-cstate.service"
+CSTATE_UNIT_FILE = "/etc/systemd/system/" + CSTATE_UNIT
+# what `systemctl enable` creates for the unit's WantedBy=multi-user.target
+CSTATE_UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/" + CSTATE_UNIT
+CSTATE_SCRIPT = "/usr/local/sbin/topotune-cstate"
+# The pending reboot, kept on the node while the running command line lacks a configured parameter the bootloader now
+# holds: playbooks/reboot.yml reads it, possibly in a later run. In /etc, so it survives until the reboot; not in the
+# manifest (run state, not a setting).
+REBOOT_RECORD = "/etc/topotune/reboot-pending.json"
+HEADER = "# Managed by topotune (role topotune.instinct.kernel_tuning): local edits are overwritten."
+_ABSOLUTE = re.compile(r"^/\S*$")
+_BATCH = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
+_SLURM_NODE = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def _invalid(problems):
+    if problems:
+        raise KernelRuntimeError("kernel_tuning: invalid input. %s" % "; ".join(problems))
+
+
+def _sysroot_problem(sysroot):
+    if isinstance(sysroot, str) and _ABSOLUTE.match(sysroot):
+        return None
+    return "kernel_tuning_sysroot must be an absolute path without spaces, got %s" % (sysroot,)
+
+
+def _settings(lists, key):
+    try:
+        return kernel_settings.merge(lists, key)
+    except kernel_settings.SettingsError as err:
+        raise KernelRuntimeError("kernel_tuning: invalid input. %s" % err) from None
+
+
+def check_tuning(tuning, sysroot):
+    """The role's inputs checked and merged; ``KernelRuntimeError`` naming the variable otherwise."""
+    _invalid([problem for problem in (
+        _sysroot_problem(sysroot),
+        "cstate_script must hold the role's files/topotune-cstate when kernel_tuning_c2_disable is true"
+        if tuning.get("c2_disable") and not (tuning.get("cstate_script") or "").strip() else None,
+    ) if problem])
+    builtin = [{"name": "kernel.numa_balancing", "value": "0"}] if tuning.get("numa_balancing_disable", True) else []
+    sysctl = _settings([("kernel_tuning_numa_balancing_disable", builtin),
+                        ("kernel_tuning_sysctl", tuning.get("sysctl") or [])], "name")
+    cmdline = _settings([("kernel_tuning_cmdline", tuning.get("cmdline") or []),
+                         ("kernel_tuning_cmdline_extra", tuning.get("cmdline_extra") or [])], "token")
+    return {
+        "sysroot": sysroot,
+        "sysctl": sysctl,
+        "cmdline": cmdline,
+        "c2_disable": bool(tuning.get("c2_disable")),
+        "cstate_script": tuning.get("cstate_script"),
+        # what kernel_runtime sets now
+        "runtime_sysctl": {item["name"]: item["value"] for item in sysctl["present"]},
+        "runtime_cpuidle": {"C2": "disabled"} if tuning.get("c2_disable") else {},
+    }
+
+
+def _sysctl_dropin(present):
+    lines = [HEADER,
+             "# Sysctl settings of role topotune.instinct.kernel_tuning (kernel_tuning_numa_balancing_disable,",
+             "# kernel_tuning_sysctl). NUMA balancing off: ROCm/amdgpu-docs mi300x.rst, mi200.md."]
+    lines.extend("%s = %s" % (item["name"], item["value"]) for item in sorted(present, key=lambda i: i["name"]))
+    return "\n".join(lines) + "\n"
+
+
+def _grub_dropin(present):
+    return "\n".join([
+        HEADER,
+        "# Kernel parameters of role topotune.instinct.kernel_tuning (kernel_tuning_cmdline, kernel_tuning_cmdline_extra),",
+        "# appended to the parameters /etc/default/grub sets. Required by AMD for the GPU generation: "
+        "knowledge/gpu_generations.yml",
+        "# kernel_params (system-acceptance-docs kernel-parameters.md).",
+        kernel_settings.grub_dropin_line([item["token"] for item in present]),
+    ]) + "\n"
+
+
+def _cstate_unit(cpu_dir):
+    return "\n".join([
+        HEADER,
+        "[Unit]",
+        "Description=Disable the C2 idle state on every CPU (topotune)",
+        "Documentation=https://github.com/topotune/topotune/tree/main/roles/kernel_tuning",
+        "ConditionPathExistsGlob=%s/cpu*/cpuidle/state*/name" % cpu_dir,
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=true",
+        "ExecStart=/bin/sh %s %s" % (CSTATE_SCRIPT, cpu_dir),
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+
+
+def reboot_record(wanted, pending):
+    """The pending-reboot record's text (the layout Ansible's to_nice_json(sort_keys=true) gave it)."""
+    return json.dumps({"owner": "kernel_tuning", "wanted": wanted, "pending": pending}, indent=4, sort_keys=True,
+                      separators=(",", ": ")) + "\n"
+
+
+def plan_tuning(inputs, boot):
+    """Files, link, pending reboot, grubby changes and manifest record, from ``check_tuning``'s inputs and the boot
+    state ``{"cmdline", "bootloader", "grubby_args"}`` (``kernel_runtime``'s boot-state read)."""
+    present, cmdline = inputs["sysctl"]["present"], inputs["cmdline"]
+    bootloader = boot["bootloader"]
+    pending = kernel_settings.pending(boot["cmdline"], cmdline)
+    cpu_dir = join(inputs["sysroot"], "sys/devices/system/cpu")
+    files = [{"path": SYSCTL_FILE, "content": _sysctl_dropin(present), "mode": "0644"} if present
+             else {"path": SYSCTL_FILE, "state": "absent"}]
+    if bootloader == "grub_dropin":
+        files.append({"path": GRUB_DROPIN, "content": _grub_dropin(cmdline["present"]), "mode": "0644"})
+    links = []
+    if inputs["c2_disable"]:
+        files.append({"path": CSTATE_SCRIPT, "content": inputs["cstate_script"], "mode": "0755",
+                      "validate": "/bin/sh -n %s"})
+        files.append({"path": CSTATE_UNIT_FILE, "content": _cstate_unit(cpu_dir), "mode": "0644"})
+        links.append({"path": CSTATE_UNIT_LINK, "src": CSTATE_UNIT_FILE})
+    # the record only while the bootloader carries a parameter the running kernel lacks
+    files.append({"path": REBOOT_RECORD, "content": reboot_record(cmdline, pending), "mode": "0644"}
+                 if pending and bootloader != "none" else {"path": REBOOT_RECORD, "state": "absent"})
+    # grubby: what the boot entries lack or still have, as grubby --args / --remove-args
+    changes = []
+    if bootloader == "grubby":
+        for args in boot.get("grubby_args") or []:
+            changes.extend(c for c in kernel_settings.pending(args, cmdline) if c not in changes)
+    grubby = {"add": [c[1:] for c in changes if c.startswith("+")], "remove": [c[1:] for c in changes if c.startswith("-")]}
+    written = [f["path"] for f in files if f.get("state") != "absent" and f["path"] != REBOOT_RECORD]
+    return {
+        "files": files,
+        "links": links,
+        "pending": pending,
+        "grubby": grubby,
+        "grubby_argv": (["grubby", "--update-kernel=ALL"]
+                        + (["--args=" + " ".join(grubby["add"])] if grubby["add"] else [])
+                        + (["--remove-args=" + " ".join(grubby["remove"])] if grubby["remove"] else []))
+        if changes else [],
+        "grub_dropin": GRUB_DROPIN if bootloader == "grub_dropin" else None,
+        # what systemd must reload when it changes (the script alone needs no reload)
+        "unit_paths": [CSTATE_UNIT_FILE, CSTATE_UNIT_LINK] if inputs["c2_disable"] else [],
+        "managed": {
+            "owner": "kernel_tuning",
+            "sysroot": inputs["sysroot"],
+            # [path, value] pairs: kernel.numa_balancing -> proc/sys/kernel/numa_balancing
+            "values": [["proc/sys/" + item["name"].replace(".", "/"), item["value"]] for item in present],
+            # kernel parameters: the GRUB drop-in is watched as a file; what the running kernel lacks is reported by
+            # kernel_tuning_reboot_required and the platform checks, not as drift. C2 through its unit.
+            "files": written,
+            "units": [{"name": CSTATE_UNIT, "enabled": True, "active": None}] if inputs["c2_disable"] else [],
+        },
+    }
+
+
+def check_reboot(reboot, sysroot):
+    """``reboot`` holds the reboot variables without the ``kernel_tuning_reboot_`` prefix."""
+    batch = reboot.get("batch")
+    items = batch if isinstance(batch, (list, tuple)) else [batch]
+    problems = []
+    if not items or any(isinstance(i, bool) or not _BATCH.match(str(i)) for i in items):
+        problems.append('kernel_tuning_reboot_batch must be a count > 0, a percentage such as "10%%", or a list of '
+                        "them, got %s" % (batch,))
+    fail = _number(reboot.get("max_fail_percentage"))
+    if fail is None or not 0 <= fail <= 100:
+        problems.append("kernel_tuning_reboot_max_fail_percentage must be 0-100, got %s" % (reboot.get("max_fail_percentage"),))
+    timeout, poll = _number(reboot.get("drain_timeout")), _number(reboot.get("drain_poll"))
+    if timeout is None or poll is None or timeout <= 0 or poll <= 0:
+        problems.append("kernel_tuning_reboot_drain_timeout and kernel_tuning_reboot_drain_poll must be > 0, got %s and %s"
+                        % (reboot.get("drain_timeout"), reboot.get("drain_poll")))
+    if reboot.get("via") == "slurm" and not _SLURM_NODE.match(str(reboot.get("slurm_node") or "")):
+        problems.append("kernel_tuning_reboot_slurm_node must be a Slurm NodeName (letters, digits, . _ -), got %s"
+                        % (reboot.get("slurm_node"),))
+    problems.append(_sysroot_problem(sysroot))
+    _invalid([problem for problem in problems if problem])
+
+
+def _number(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def reboot_pending(record_text, cmdline):
+    """``+token``/``-token`` a reboot must still bring, by the record's ``wanted``; ``[]`` without a record."""
+    if record_text is None:
+        return []
+    try:
+        wanted = json.loads(record_text).get("wanted")
+    except (ValueError, AttributeError):
+        wanted = None
+    if not isinstance(wanted, dict) or "present" not in wanted:
+        raise KernelRuntimeError("%s is not a pending-reboot record (no wanted parameters): remove it and run role "
+                                 "kernel_tuning again" % REBOOT_RECORD)
+    return kernel_settings.pending(cmdline, wanted)

@@ -288,7 +288,7 @@ class _FakeModule:
     def __init__(self, **params):
         self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "expected": {}, "cpu_governor": "",
                        "transparent_hugepage": "", "pending_cmdline": [], "virtualization_host": False, "skip": [],
-                       **params}
+                       "fail_on": "fail", "report_dir": "", **params}
         self.check_mode = True
 
     def fail_json(self, **kwargs):
@@ -456,3 +456,67 @@ def test_module_takes_the_virtualization_host_option(run_module, profile_root):
     assert rc == 0 and by_id["pci_acs"]["status"] == "pass" and by_id["bios_svm"]["expected"] == "Enabled"
     rc, out = run_module(module, sysroot=profile_root("fault-acs-enabled"), knowledge=knowledge, gpu_count=8)
     assert {r["id"]: r for r in out["results"]}["pci_acs"]["status"] == "fail"
+
+
+def test_kernel_tunings_pending_entries_are_taken_as_they_are():
+    assert pc.pending_parameters(["+iommu=pt", "-nokaslr", "pci=bfsort"]) == ["iommu=pt", "pci=bfsort"]
+    facts = tuned_facts(GENERATIONS["MI300X"])
+    facts["cmdline"] = facts["cmdline"].replace("iommu=pt", "")
+    results = _by_id(pc.run_checks(facts, KNOWLEDGE, {"pending_cmdline": ["+iommu=pt", "-nokaslr"]}))
+    assert results["iommu_pt"]["observed"] == "configured, pending reboot"
+
+
+@pytest.mark.parametrize("options,words", [
+    ({"gpu_count": -1}, "platform_checks_gpu_count must be an integer >= 0"),
+    ({"sysroot": "sim"}, "platform_checks_sysroot must be an absolute path"),
+    ({"report_dir": "reports"}, "platform_checks_report_dir must be empty (no file) or an absolute controller path"),
+    ({"fail_on": "error"}, "platform_checks_fail_on must be one of fail, warn, never"),
+])
+def test_role_options_a_type_cannot_refuse_are_named(options, words):
+    with pytest.raises(pc.PlatformChecksError) as info:
+        pc.check_role_options(options)
+    assert str(info.value).startswith("platform_checks: invalid input. ") and words in str(info.value)
+
+
+def test_role_options_accept_the_defaults_and_take_a_prefix():
+    pc.check_role_options({"gpu_count": 0, "sysroot": "/", "report_dir": "", "fail_on": "fail"})
+    pc.check_role_options({"report_dir": "~/out/checks"})
+    with pytest.raises(pc.PlatformChecksError, match="^drift_exporter: invalid input. drift_exporter_gpu_count"):
+        pc.check_role_options({"gpu_count": -2}, prefix="drift_exporter_")
+
+
+@pytest.mark.parametrize("fail_on,ids", [("fail", ["c"]), ("warn", ["b", "c"]), ("never", [])])
+def test_blocking_results_follow_fail_on(fail_on, ids):
+    results = [{"id": "a", "status": "pass"}, {"id": "b", "status": "warn"}, {"id": "c", "status": "fail"},
+               {"id": "d", "status": "unknown"}]
+    assert pc.blocking(results, fail_on) == ids
+
+
+def test_module_checks_the_options_before_reading_the_node(run_module, tmp_path):
+    from ansible_collections.topotune.instinct.plugins.modules import platform_checks as module
+
+    rc, out = run_module(module, sysroot=str(tmp_path), knowledge=KNOWLEDGE, gpu_count=-1, report_dir="rel/checks")
+    assert rc == 1 and "platform_checks_gpu_count" in out["msg"] and "platform_checks_report_dir" in out["msg"]
+    rc, out = run_module(module, sysroot=str(tmp_path), knowledge=KNOWLEDGE, fail_on="warn")
+    assert rc == 0 and out["blocking"] == [r["id"] for r in out["results"] if r["status"] in ("warn", "fail")]
+
+
+def test_the_action_names_a_wrong_variable_before_the_module_runs():
+    from unittest.mock import MagicMock
+
+    from ansible_collections.topotune.instinct.plugins.action.platform_checks import ActionModule
+
+    def action(args):
+        task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+        plugin = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+        plugin.calls = []
+        plugin._execute_module = lambda module_name=None, module_args=None, task_vars=None: plugin.calls.append(module_name) or {}
+        return plugin
+
+    plugin = action({"sysroot": "/", "gpu_count": "-1", "report_dir": "reports", "knowledge": {}})
+    result = plugin.run(task_vars={})
+    assert result["failed"] and "platform_checks_gpu_count" in result["msg"] and "platform_checks_report_dir" in result["msg"]
+    assert plugin.calls == []
+    plugin = action({"sysroot": "/sim", "gpu_count": 8, "knowledge": {}})
+    plugin.run(task_vars={})
+    assert plugin.calls == ["topotune.instinct.platform_checks"]

@@ -236,3 +236,33 @@ def test_memory_policy_is_decided_once_for_ranks_and_groups(topo):
     assert memory_policy([0, None], p["options"]) == ("none", None)
     assert memory_policy([3], dict(p["options"], membind=False)) == ("none", None)
     assert memory_policy([3], dict(p["options"], cpu_binding="none")) == ("none", None)
+
+
+@pytest.mark.parametrize("options,variable", [
+    ({"sizes": [2, 0]}, "launch_templates_sizes"),
+    ({"dest": "relative/dir"}, "launch_templates_dir"),
+    ({"wrapper_path": "/usr/local/bin/topotune bind"}, "launch_templates_wrapper_path"),
+    ({"cpu_map": {"x": "0-3"}}, "launch_templates_cpu_map"),
+    ({"extra_env": {"X": "a b"}}, "launch_templates_extra_env"),
+    ({"gres_type": "mi/300"}, "launch_templates_gres_type"),
+    ({"sizes": [2], "default_size": 4}, "launch_templates_default_size"),
+])
+def test_a_wrong_option_names_the_role_variable_it_comes_from(options, variable):
+    with pytest.raises(LaunchRenderError) as info:
+        validate_options(options)
+    assert "(%s)" % variable in str(info.value)
+
+
+def test_options_of_the_module_alone_name_no_role_variable():
+    with pytest.raises(LaunchRenderError) as info:
+        validate_options({"dev_dir": "/dev/../etc"})
+    assert "launch_templates_" not in str(info.value)
+
+
+def test_gres_type_auto_is_the_generation_of_the_models_identity(topo):
+    model = topo("mi300x-8gpu-spx")
+    assert plan(dict(model, identity={"generation": "MI300X"}), {"gres_type": "auto"})["options"]["gres_type"] == "mi300x"
+    assert plan(dict(model, identity={"generation": None}), {"gres_type": "auto"})["options"]["gres_type"] == ""
+    gres = _files(render(dict(model, identity={"generation": "MI300X"}), {"gres_type": "auto"}))["/etc/topotune/launch/gres.conf"]
+    assert "Type=mi300x" in gres["content"] and "Type=auto" not in gres["content"]
+    assert plan(dict(model, identity={"generation": "MI300X"}), {"gres_type": "site-a"})["options"]["gres_type"] == "site-a"

@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import re
+import subprocess
 import sys
 
 import pytest
@@ -213,21 +214,98 @@ def test_version_is_the_collection_version():
         assert drift_metrics.TOPOTUNE_VERSION == yaml.safe_load(handle)["version"]
 
 
-def test_role_ships_every_module_the_checker_imports():
-    """The role copies __drift_exporter_modules; each must be there with every module it imports (relative)."""
-    with open(os.path.join(REPO, "roles", "drift_exporter", "vars", "main.yml"), encoding="utf-8") as handle:
-        shipped = set(yaml.safe_load(handle)["__drift_exporter_modules"])
-    needed, todo = set(), ["state/drift_metrics"]
-    while todo:
-        name = todo.pop()
-        needed.add(name)
-        package = os.path.dirname(name)
-        with open(os.path.join(REPO, "plugins", "module_utils", name + ".py"), encoding="utf-8") as handle:
-            text = handle.read()
-        # "from .name import x", "from ..pkg.name import x", "from . import name, other", "from ..pkg import name"
-        names = {(package if not pkg else pkg) + "/" + mod
-                 for pkg, mod in re.findall(r"^from \.(?:\.(\w+)\.)?(\w+) import", text, re.MULTILINE)}
-        for pkg, group in re.findall(r"^from \.(?:\.(\w+))? import ([\w, ]+)$", text, re.MULTILINE):
-            names.update((pkg or package) + "/" + part.strip() for part in group.split(","))
-        todo.extend(names - needed)
-    assert shipped == needed, (sorted(shipped - needed), sorted(needed - shipped))
+OPTIONS = {"sysroot": "/", "textfile_dir": "/var/lib/prometheus/node-exporter", "manifest": "/etc/topotune/manifest.json",
+           "interval_seconds": 120, "randomized_delay_seconds": 60, "boot_delay_seconds": 60, "timer_enabled": True,
+           "generation": "", "gpu_count": 0, "expected": {}, "virtualization_host": False, "cpu_governor": "",
+           "transparent_hugepage": "", "skip": []}
+PATHS = {"package": "/usr/local/lib/topotune/topotune_node", "knowledge": "/usr/local/lib/topotune/knowledge.json",
+         "config": "/etc/topotune/drift-exporter/config.json", "script": "/usr/local/sbin/topotune-drift-check",
+         "service": "/etc/systemd/system/topotune-drift-check.service",
+         "timer": "/etc/systemd/system/topotune-drift-check.timer",
+         "timer_link": "/etc/systemd/system/timers.target.wants/topotune-drift-check.timer"}
+
+
+def _plan(**over):
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.drift_exporter import plan
+
+    knowledge = {name: {"generations": []} if name == "gpu_generations" else {"name": name}
+                 for name in ("gpu_generations", "pcie_health", "gpu_health")}
+    return plan(dict(OPTIONS, **over), knowledge, {"script": "#!/usr/bin/python3 -I\n", "service": "[Unit]\n",
+                                                   "timer": "[Timer]\n"}, PATHS)
+
+
+def test_the_shipped_package_imports_on_its_own(tmp_path):
+    """The role ships the checker's imports, found from the code: copied alone, the package imports and runs."""
+    package = tmp_path / "lib" / "topotune_node"
+    package.mkdir(parents=True)
+    shipped = [f for f in _plan()["files"] if f["path"].startswith(PATHS["package"] + "/")]
+    for item in shipped:
+        target = package / os.path.relpath(item["path"], PATHS["package"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(item["content"])
+    names = sorted(os.path.relpath(f["path"], PATHS["package"])[:-3] for f in shipped)
+    assert "__init__" in names and "state/drift_metrics" in names and "state/kernel_settings" in names
+    assert "core/__init__" in names and "launch/render" not in names
+    for item in shipped[1:]:
+        source = os.path.join(REPO, "plugins", "module_utils", os.path.relpath(item["path"], PATHS["package"]))
+        with open(source, encoding="utf-8") as handle:
+            assert item["content"] == handle.read(), item["path"]  # byte for byte the collection's
+    probe = "import sys; sys.path.insert(0, %r); from topotune_node.state.drift_metrics import main; print(main.__module__)" % str(
+        tmp_path / "lib")
+    proc = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=False, cwd=str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "topotune_node.state.drift_metrics", proc.stderr
+
+
+def test_the_plan_writes_the_configuration_the_checker_loads(tmp_path):
+    result = _plan(interval_seconds=300, randomized_delay_seconds=30, gpu_count=8, generation="MI300X", skip=["smt"])
+    files = {f["path"]: f for f in result["files"]}
+    config = json.loads(files[PATHS["config"]]["content"])
+    assert config == result["config"] and config["interval_seconds"] == 330
+    assert config["textfile"] == "/var/lib/prometheus/node-exporter/topotune.prom"
+    assert config["grub_dropin"] == "/etc/default/grub.d/90-topotune.cfg" and config["knowledge"] == PATHS["knowledge"]
+    assert config["platform_checks"] == {"generation": "MI300X", "gpu_count": 8, "expected": {}, "virtualization_host": False,
+                                         "cpu_governor": "", "transparent_hugepage": "", "skip": ["smt"]}
+    path = tmp_path / "config.json"
+    path.write_text(files[PATHS["config"]]["content"])
+    assert drift_metrics.load_config(str(path)) == config
+    assert json.loads(files[PATHS["knowledge"]]["content"]) == {"generations": [], "pcie_health": {"name": "pcie_health"},
+                                                                "gpu_health": {"name": "gpu_health"}}
+    assert files[PATHS["script"]]["mode"] == "0755" and "py_compile" in files[PATHS["script"]]["validate"]
+    assert result["links"] == [{"path": PATHS["timer_link"], "src": PATHS["timer"], "state": "present"}]
+    off = _plan(timer_enabled=False)
+    assert off["config"]["interval_seconds"] == 0 and off["links"][0]["state"] == "absent"
+    assert _plan(generation="")["config"]["platform_checks"]["generation"] is None
+
+
+@pytest.mark.parametrize("over,words", [
+    ({"textfile_dir": "relative/dir"}, "drift_exporter_textfile_dir must be an absolute path of letters, digits and ._/@+-"),
+    ({"manifest": "/etc/topotune/my manifest.json"}, "drift_exporter_manifest must be an absolute path"),
+    ({"sysroot": "sim"}, "drift_exporter_sysroot must be an absolute path without spaces"),
+    ({"interval_seconds": 5}, "drift_exporter_interval_seconds must be at least 10"),
+    ({"randomized_delay_seconds": -1}, "drift_exporter_randomized_delay_seconds must be 0 or more"),
+    ({"boot_delay_seconds": "soon"}, "drift_exporter_boot_delay_seconds must be 0 or more"),
+    ({"gpu_count": -1}, "drift_exporter_gpu_count must be an integer >= 0"),
+    ({"timer_enabled": "maybe"}, "drift_exporter_timer_enabled must be true or false"),
+])
+def test_build_config_names_each_wrong_variable(over, words):
+    with pytest.raises(drift_metrics.CheckerError) as info:
+        drift_metrics.build_config(dict(OPTIONS, **over), PATHS["knowledge"])
+    assert str(info.value).startswith("drift_exporter: invalid input. ") and words in str(info.value)
+
+
+def test_variables_given_as_text_with_minus_e_are_read_as_ansible_reads_them():
+    # ansible-playbook -e drift_exporter_timer_enabled=false passes the text "false"
+    off = _plan(timer_enabled="false", virtualization_host="yes", interval_seconds="300", gpu_count="8")
+    assert off["config"]["interval_seconds"] == 0 and off["links"][0]["state"] == "absent"
+    assert off["config"]["platform_checks"]["virtualization_host"] is True
+    assert off["config"]["platform_checks"]["gpu_count"] == 8
+    assert _plan(timer_enabled="True", interval_seconds="300")["config"]["interval_seconds"] == 360
+
+
+def test_the_filter_names_the_variable():
+    from ansible.errors import AnsibleFilterError
+
+    from ansible_collections.topotune.instinct.plugins.filter.drift_exporter_plan import drift_exporter_plan
+
+    with pytest.raises(AnsibleFilterError, match="drift_exporter_interval_seconds"):
+        drift_exporter_plan(dict(OPTIONS, interval_seconds=1), {}, {}, PATHS)

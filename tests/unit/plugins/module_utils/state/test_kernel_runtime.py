@@ -1,6 +1,7 @@
 """kernel_runtime: sysctl values in procfs, cpuidle switches and the boot state (command line, bootloader tool) under a
 tmp_path sysroot."""
 
+import json
 import os
 import re
 
@@ -293,3 +294,248 @@ def test_merge_rejects_malformed_entries(entry, match):
 def test_cmdline_pending(cmdline, pending):
     wanted = settings_merge(REQUIRED + [{"name": "nokaslr", "state": "absent"}], key="token")
     assert cmdline_pending(cmdline, wanted) == pending
+
+
+# ------------------------------------------------------------------ role kernel_tuning's plan (tuning=..., reboot=...)
+
+CSTATE = "#!/bin/sh\nset -u\n"
+
+
+@pytest.fixture
+def role_paths(tmp_path, monkeypatch):
+    """The role's files under tmp_path/etc (the module writes /etc and /usr/local on a node)."""
+    base = tmp_path / "etc-role"
+    paths = {"SYSCTL_FILE": base / "sysctl.d/90-topotune-kernel.conf", "GRUB_DROPIN": base / "default/grub.d/90-topotune.cfg",
+             "CSTATE_UNIT_FILE": base / "systemd/system/topotune-cstate.service",
+             "CSTATE_UNIT_LINK": base / "systemd/system/multi-user.target.wants/topotune-cstate.service",
+             "CSTATE_SCRIPT": base / "sbin/topotune-cstate", "REBOOT_RECORD": base / "topotune/reboot-pending.json"}
+    for name, path in paths.items():
+        monkeypatch.setattr(kr, name, str(path))
+    return paths
+
+
+@pytest.mark.parametrize("tuning,sysroot,words", [
+    ({}, "relative/path", "kernel_tuning_sysroot must be an absolute path without spaces, got relative/path"),
+    ({}, "/sim root", "kernel_tuning_sysroot must be an absolute path"),
+    ({"sysctl": [{"name": "vm.swappiness", "value": True}]}, "/", "kernel_tuning_sysctl: vm.swappiness has a YAML boolean"),
+    ({"sysctl": [{"name": "vm.swappiness"}]}, "/", "kernel_tuning_sysctl: vm.swappiness has no value"),
+    ({"cmdline": [{"value": "pt"}]}, "/", "kernel_tuning_cmdline: entry 0"),
+    ({"cmdline_extra": [{"name": "quiet", "value": "a b"}]}, "/", "kernel_tuning_cmdline_extra: quiet='a b'"),
+    ({"cmdline_extra": "iommu=pt"}, "/", "kernel_tuning_cmdline_extra: expected a list"),
+    ({"c2_disable": True}, "/", "files/topotune-cstate"),
+])
+def test_check_tuning_names_the_variable(tuning, sysroot, words):
+    with pytest.raises(kr.KernelRuntimeError) as info:
+        kr.check_tuning(tuning, sysroot)
+    assert str(info.value).startswith("kernel_tuning: invalid input. ") and words in str(info.value)
+
+
+def test_check_tuning_merges_the_additive_lists_in_order():
+    extra = [{"name": "pci", "value": "realloc=off", "state": "absent"}, {"name": "nokaslr"}]
+    inputs = kr.check_tuning({"numa_balancing_disable": True, "c2_disable": True, "cstate_script": CSTATE,
+                              "sysctl": [{"name": "vm.swappiness", "value": 10}], "cmdline": REQUIRED,
+                              "cmdline_extra": extra}, "/sim")
+    assert inputs["runtime_sysctl"] == {"kernel.numa_balancing": "0", "vm.swappiness": "10"}
+    assert inputs["runtime_cpuidle"] == {"C2": "disabled"}
+    assert [p["token"] for p in inputs["cmdline"]["present"]] == ["iommu=pt", "nokaslr"]
+    assert inputs["cmdline"]["absent"] == ["pci=realloc=off"]
+    # a user's entry overrides the built-in one
+    off = kr.check_tuning({"sysctl": [{"name": "kernel.numa_balancing", "state": "absent"}]}, "/")
+    assert off["runtime_sysctl"] == {} and kr.check_tuning({"numa_balancing_disable": False}, "/")["runtime_sysctl"] == {}
+
+
+def _boot(cmdline="ro quiet", bootloader="grub_dropin", grubby_args=()):
+    return {"cmdline": cmdline, "bootloader": bootloader, "grubby_args": list(grubby_args), "update_grub": None}
+
+
+def test_plan_tuning_files_for_a_grub_node_with_c2():
+    inputs = kr.check_tuning({"cmdline": REQUIRED, "c2_disable": True, "cstate_script": CSTATE}, "/sim")
+    plan = kr.plan_tuning(inputs, _boot())
+    files = {f["path"]: f for f in plan["files"]}
+    assert list(files) == [kr.SYSCTL_FILE, kr.GRUB_DROPIN, kr.CSTATE_SCRIPT, kr.CSTATE_UNIT_FILE, kr.REBOOT_RECORD]
+    assert files[kr.SYSCTL_FILE]["content"].splitlines()[-1] == "kernel.numa_balancing = 0"
+    assert files[kr.GRUB_DROPIN]["content"].splitlines()[-1] == 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off"'
+    assert "ExecStart=/bin/sh /usr/local/sbin/topotune-cstate /sim/sys/devices/system/cpu" in files[kr.CSTATE_UNIT_FILE]["content"]
+    assert files[kr.CSTATE_SCRIPT]["validate"] == "/bin/sh -n %s" and files[kr.CSTATE_SCRIPT]["mode"] == "0755"
+    record = json.loads(files[kr.REBOOT_RECORD]["content"])
+    assert record == {"owner": "kernel_tuning", "pending": ["+iommu=pt", "+pci=realloc=off"], "wanted": inputs["cmdline"]}
+    assert plan["pending"] == ["+iommu=pt", "+pci=realloc=off"] and plan["grubby_argv"] == []
+    assert plan["links"] == [{"path": kr.CSTATE_UNIT_LINK, "src": kr.CSTATE_UNIT_FILE}]
+    assert plan["managed"] == {"owner": "kernel_tuning", "sysroot": "/sim",
+                               "values": [["proc/sys/kernel/numa_balancing", "0"]],
+                               "files": [kr.SYSCTL_FILE, kr.GRUB_DROPIN, kr.CSTATE_SCRIPT, kr.CSTATE_UNIT_FILE],
+                               "units": [{"name": "topotune-cstate.service", "enabled": True, "active": None}]}
+
+
+def test_plan_tuning_without_sysctl_or_pending_removes_the_dropin_and_the_record():
+    inputs = kr.check_tuning({"numa_balancing_disable": False, "cmdline": REQUIRED}, "/")
+    plan = kr.plan_tuning(inputs, _boot(cmdline="ro iommu=pt pci=bfsort,realloc=off", bootloader="none"))
+    assert plan["files"] == [{"path": kr.SYSCTL_FILE, "state": "absent"}, {"path": kr.REBOOT_RECORD, "state": "absent"}]
+    assert plan["pending"] == [] and plan["managed"]["files"] == [] and plan["managed"]["values"] == []
+    # with "none" a pending parameter is reported, but no record is kept: nothing carries it to the next boot
+    plan = kr.plan_tuning(inputs, _boot(bootloader="none"))
+    assert plan["pending"] and plan["files"][-1] == {"path": kr.REBOOT_RECORD, "state": "absent"}
+
+
+def test_plan_tuning_with_grubby_updates_the_entries_lacking_a_parameter():
+    inputs = kr.check_tuning({"cmdline": REQUIRED, "cmdline_extra": [{"name": "nokaslr", "state": "absent"}]}, "/")
+    plan = kr.plan_tuning(inputs, _boot(bootloader="grubby", grubby_args=kr.parse_grubby_args(GRUBBY_INFO + "args=\"ro nokaslr\"\n")))
+    assert plan["grubby"] == {"add": ["pci=realloc=off", "iommu=pt"], "remove": ["nokaslr"]}
+    assert plan["grubby_argv"] == ["grubby", "--update-kernel=ALL", "--args=pci=realloc=off iommu=pt", "--remove-args=nokaslr"]
+    assert kr.GRUB_DROPIN not in [f["path"] for f in plan["files"]] and plan["grub_dropin"] is None
+
+
+def _tuning(**over):
+    return dict({"cmdline": REQUIRED, "c2_disable": True, "cstate_script": CSTATE}, **over)
+
+
+def test_tuning_in_one_call_check_mode_then_real_then_idempotent(tmp_path, etc, tools, role_paths, run_module):
+    root = make_node(tmp_path)
+    etc(grub=True)
+    tools("update-grub")
+    code, res = run_module(kernel_runtime, check_mode=True, diff=True, sysroot=root, tuning=_tuning())
+    assert code == 0 and res["changed"] and res["bootloader"] == "grub_dropin" and res["unit_changed"]
+    assert res["pending"] == ["+iommu=pt", "+pci=realloc=off"] and res["reboot_required"]
+    assert read(root, "proc/sys/kernel/numa_balancing") == "1" and not role_paths["GRUB_DROPIN"].exists()
+    headers = [d["before_header"] for d in res["diff"]]
+    assert headers[0] == "runtime values" and str(role_paths["CSTATE_UNIT_LINK"]) in headers
+    assert tools.calls("update-grub") == []
+    code, res = run_module(kernel_runtime, diff=True, sysroot=root, tuning=_tuning())
+    assert code == 0 and read(root, "proc/sys/kernel/numa_balancing") == "0"
+    assert read(root, "sys/devices/system/cpu/cpu1/cpuidle/state2/disable") == "1"
+    assert 'pci=realloc=off"' in role_paths["GRUB_DROPIN"].read_text() and tools.calls("update-grub") == [""]
+    assert json.loads(role_paths["REBOOT_RECORD"].read_text())["pending"] == res["pending"]
+    assert os.readlink(role_paths["CSTATE_UNIT_LINK"]) == str(role_paths["CSTATE_UNIT_FILE"])
+    assert res["managed"]["files"] == [str(role_paths[k]) for k in ("SYSCTL_FILE", "GRUB_DROPIN", "CSTATE_SCRIPT", "CSTATE_UNIT_FILE")]
+    code, again = run_module(kernel_runtime, diff=True, sysroot=root, tuning=_tuning())
+    assert code == 0 and not again["changed"] and again["diff"] == [] and tools.calls("update-grub") == [""]
+    # the reboot brought the parameters: the record goes, nothing is pending
+    (tmp_path / "proc/cmdline").write_text("ro quiet iommu=pt pci=realloc=off\n")
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_tuning())
+    assert res["removed_files"] == [str(role_paths["REBOOT_RECORD"])] and res["pending"] == [] and not res["reboot_required"]
+
+
+def test_tuning_without_update_grub_warns_that_grub_cfg_was_not_regenerated(tmp_path, etc, tools, role_paths, run_module):
+    root = make_node(tmp_path)
+    etc()
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_tuning(c2_disable=False))
+    assert code == 0 and any("update-grub not found" in w and "grub.cfg was not regenerated" in w for w in res["warnings"])
+    assert not res["unit_changed"]
+
+
+def test_tuning_with_grubby_updates_every_boot_entry(tmp_path, etc, tools, role_paths, run_module):
+    root = make_node(tmp_path)
+    etc(os_release=ROCKY)
+    tools("grubby", stdout=GRUBBY_INFO)
+    code, res = run_module(kernel_runtime, check_mode=True, diff=True, sysroot=root, tuning=_tuning(c2_disable=False))
+    assert code == 0 and res["changed"] and tools.calls("grubby") == ["--info=ALL"]
+    assert res["diff"][-1]["after"] == "grubby: --args=pci=realloc=off iommu=pt\n"
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_tuning(c2_disable=False))
+    assert tools.calls("grubby")[-1] == "--update-kernel=ALL --args=pci=realloc=off iommu=pt"
+    assert res["plan"]["grubby"] == {"add": ["pci=realloc=off", "iommu=pt"], "remove": []}
+
+
+def test_a_wrong_role_variable_fails_before_anything_is_read(tmp_path, etc, tools, role_paths, run_module):
+    root = make_node(tmp_path)
+    etc(os_release="ID=arch\n")  # the boot state would fail too: the variable is named first
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_tuning(sysctl=[{"name": "vm.swappiness", "value": "1 0"}]))
+    assert code == 1 and "kernel_tuning_sysctl" in res["msg"] and "no spaces" in res["msg"]
+    assert read(root, "proc/sys/kernel/numa_balancing") == "1" and not role_paths["SYSCTL_FILE"].exists()
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_tuning(), sysctl={"vm.swappiness": "1"})
+    assert code == 1 and "pass the values in tuning" in res["msg"]
+
+
+REBOOT = {"batch": "10%", "max_fail_percentage": 0, "via": "none", "slurm_node": "node1", "drain_timeout": 3600,
+          "drain_poll": 10, "command": ""}
+
+
+@pytest.mark.parametrize("over,words", [
+    ({"batch": "0"}, "kernel_tuning_reboot_batch must be a count > 0"),
+    ({"batch": "101%"}, "kernel_tuning_reboot_batch"),
+    ({"batch": []}, "kernel_tuning_reboot_batch"),
+    ({"batch": [1, "25%", "x"]}, "kernel_tuning_reboot_batch"),
+    ({"max_fail_percentage": 101}, "kernel_tuning_reboot_max_fail_percentage must be 0-100"),
+    ({"drain_poll": 0}, "kernel_tuning_reboot_drain_timeout and kernel_tuning_reboot_drain_poll must be > 0"),
+    ({"via": "slurm", "slurm_node": "node 1"}, "kernel_tuning_reboot_slurm_node must be a Slurm NodeName"),
+])
+def test_check_reboot_names_the_variable(over, words):
+    with pytest.raises(kr.KernelRuntimeError, match="^kernel_tuning: invalid input. ") as info:
+        kr.check_reboot(dict(REBOOT, **over), "/")
+    assert words in str(info.value)
+
+
+def test_check_reboot_accepts_counts_percentages_and_lists():
+    for batch in (2, "10%", "100%", [1, "25%"]):
+        kr.check_reboot(dict(REBOOT, batch=batch), "/")
+    kr.check_reboot(dict(REBOOT, via="none", slurm_node="not a node name"), "/")
+    with pytest.raises(kr.KernelRuntimeError, match="kernel_tuning_sysroot"):
+        kr.check_reboot(REBOOT, "sim")
+
+
+def _record(role_paths):
+    wanted = settings_merge(REQUIRED, key="token")
+    role_paths["REBOOT_RECORD"].parent.mkdir(parents=True, exist_ok=True)
+    role_paths["REBOOT_RECORD"].write_text(kr.reboot_record(wanted, ["+iommu=pt"]))
+
+
+def test_reboot_pending_reads_the_record_and_the_running_command_line(tmp_path, role_paths, run_module):
+    root = make_node(tmp_path)
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="pending"))
+    assert code == 0 and res["reboot"] == {"pending": [], "record": str(role_paths["REBOOT_RECORD"]), "rebootable": False}
+    _record(role_paths)
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="pending", command="/sbin/stub"))
+    assert res["reboot"]["pending"] == ["+iommu=pt", "+pci=realloc=off"] and res["reboot"]["rebootable"] and not res["changed"]
+    # rebooted by hand meanwhile: nothing to bring
+    (tmp_path / "proc/cmdline").write_text("ro iommu=pt pci=realloc=off\n")
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="pending"))
+    assert res["reboot"]["pending"] == []
+    role_paths["REBOOT_RECORD"].write_text("{not json")
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="pending"))
+    assert code == 1 and "is not a pending-reboot record" in res["msg"]
+
+
+def test_reboot_verify_fails_with_a_reason_or_removes_the_record(tmp_path, role_paths, run_module):
+    root = make_node(tmp_path)
+    _record(role_paths)
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="verify"))
+    assert code == 1 and res["reason"] == "parameters not live after reboot" and "+iommu=pt" in res["msg"]
+    assert role_paths["REBOOT_RECORD"].exists()
+    (tmp_path / "proc/cmdline").write_text("ro iommu=pt pci=bfsort,realloc=off\n")
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="verify"))
+    assert code == 0 and res["changed"] and not role_paths["REBOOT_RECORD"].exists()
+    os.remove(os.path.join(root, "proc/cmdline"))
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="verify"))
+    assert code == 1 and res["reason"] == "command line unreadable after reboot"
+    code, res = run_module(kernel_runtime, sysroot=root, reboot=dict(REBOOT, step="verify", batch="0"))
+    assert code == 1 and "kernel_tuning_reboot_batch" in res["msg"]
+
+
+def _action(args, reply):
+    from unittest.mock import MagicMock
+
+    from ansible_collections.topotune.instinct.plugins.action.kernel_runtime import ActionModule
+
+    task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+    action = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+    calls = []
+    action._execute_module = lambda module_name=None, module_args=None, task_vars=None: calls.append(module_name) or dict(reply)
+    return action, calls
+
+
+@pytest.mark.parametrize("args,words", [
+    ({"sysroot": "relative/path", "tuning": {}}, "kernel_tuning_sysroot"),
+    ({"tuning": {"sysctl": [{"name": "vm.swappiness", "value": "1 0"}]}}, "kernel_tuning_sysctl"),
+    ({"tuning": {"c2_disable": "true"}}, "files/topotune-cstate"),
+    ({"reboot": dict(REBOOT, step="pending", batch="0%")}, "kernel_tuning_reboot_batch"),
+])
+def test_the_action_names_a_wrong_variable_before_the_module_runs(args, words):
+    action, calls = _action(args, {})
+    result = action.run(task_vars={})
+    assert result["failed"] and words in result["msg"] and calls == []
+
+
+def test_the_action_runs_the_module_when_the_variables_are_right():
+    action, calls = _action({"tuning": {"cmdline": REQUIRED, "numa_balancing_disable": "false"}}, {"changed": False})
+    assert action.run(task_vars={})["changed"] is False and calls == ["topotune.instinct.kernel_runtime"]
+    action, calls = _action({"sysctl": {"vm.swappiness": "1"}}, {"changed": True})
+    assert action.run(task_vars={})["changed"] and calls == ["topotune.instinct.kernel_runtime"]

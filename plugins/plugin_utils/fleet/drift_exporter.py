@@ -1,0 +1,93 @@
+# Copyright: topotune contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role drift_exporter's plan, on the controller (it reads the collection's own files): the checker's package, its
+data and configuration, and its units, as the one ``managed_files`` call of the role writes them.
+
+``shipped_modules(entry="state/drift_metrics")``, ``shipped_packages(modules)``
+    The ``plugins/module_utils`` files (``package/name``) the node-local checker imports: ``entry`` and every module
+    it imports through relative imports, transitively (read with ``ast``), and their sub-packages (each ships its
+    ``__init__.py``): what the node needs, no list to keep in step with the code.
+``plan(options, knowledge, contents, paths)``
+    ``options``: the role's variables without the ``drift_exporter_`` prefix, checked and turned into the checker's
+    configuration by ``module_utils/state/drift_metrics.py`` ``build_config`` (``CheckerError`` naming the variable);
+    ``knowledge``: ``{gpu_generations, pcie_health, gpu_health}`` (the platform checks' data, as role
+    ``platform_checks`` passes it); ``contents``: the rendered ``script``, ``service`` and ``timer``; ``paths``: the
+    role's constants (``package``, ``knowledge``, ``config``, ``script``, ``service``, ``timer``, ``timer_link``).
+    Returns ``{"files", "links", "config", "modules"}``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+
+from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
+
+# plugins/module_utils, the root of the shipped package (drift_metrics is in its state/ sub-package)
+MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.abspath(drift_metrics.__file__)))
+PACKAGE_INIT = "# topotune module_utils for the node-local drift check (role topotune.instinct.drift_exporter)\n"
+
+
+@functools.lru_cache(maxsize=64)
+def _source(path, _mtime_ns, _size):
+    with open(path, encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+def _read(name, directory):
+    path = os.path.join(directory, name + ".py")
+    info = os.stat(path)
+    return _source(path, info.st_mtime_ns, info.st_size)
+
+
+def shipped_modules(entry="state/drift_metrics", directory=MODULE_UTILS):
+    needed, todo = set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        package = os.path.dirname(name)
+        for node in ast.walk(ast.parse(_read(name, directory))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            # level 1: this sub-package; level 2: a sibling sub-package (module_utils is the package's root)
+            base = package if node.level == 1 else ""
+            parts = node.module.split(".") if node.module else []
+            if node.level == 2 and parts:
+                base, parts = parts[0], parts[1:]
+            todo.extend(["%s/%s" % (base, parts[0])] if parts else ["%s/%s" % (base, alias.name) for alias in node.names])
+    return sorted(needed)
+
+
+def shipped_packages(modules):
+    """The sub-packages of ``modules`` ("core", "state", ...): each ships its own ``__init__.py``."""
+    return sorted({os.path.dirname(name) for name in modules})
+
+
+def plan(options, knowledge, contents, paths):
+    config = drift_metrics.build_config(options, paths["knowledge"])
+    checks = dict(knowledge["gpu_generations"], pcie_health=knowledge["pcie_health"], gpu_health=knowledge["gpu_health"])
+    modules = shipped_modules()
+    files = [{"path": paths["package"] + "/__init__.py", "mode": "0644", "content": PACKAGE_INIT}]
+    files.extend({"path": "%s/%s/__init__.py" % (paths["package"], package), "mode": "0644",
+                  "content": _read(package + "/__init__", MODULE_UTILS)} for package in shipped_packages(modules))
+    files.extend({"path": "%s/%s.py" % (paths["package"], name), "mode": "0644", "content": _read(name, MODULE_UTILS)}
+                 for name in modules)
+    files.extend([
+        # the layouts Ansible's to_json(sort_keys=true) and to_nice_json(sort_keys=true) gave these files
+        {"path": paths["knowledge"], "mode": "0644", "content": json.dumps(checks, sort_keys=True, default=str)},
+        {"path": paths["config"], "mode": "0644",
+         "content": json.dumps(config, indent=4, sort_keys=True, separators=(",", ": "))},
+        {"path": paths["script"], "mode": "0755", "validate": "/usr/bin/python3 -m py_compile %s",
+         "content": contents["script"]},
+        {"path": paths["service"], "mode": "0644", "content": contents["service"]},
+        {"path": paths["timer"], "mode": "0644", "content": contents["timer"]},
+    ])
+    # the timer is enabled by the timers.target.wants link `systemctl enable` would create (WantedBy=timers.target);
+    # the configuration's interval is 0 exactly when the timer is off
+    links = [{"path": paths["timer_link"], "src": paths["timer"],
+              "state": "present" if config["interval_seconds"] else "absent"}]
+    return {"files": files, "links": links, "config": config, "modules": modules}
