@@ -95,7 +95,7 @@ def test_summary_names_the_odd_node(summary, host):
     odd = ["tt-h16g-vbios"]  # the node of profile fault-vbios-odd (molecule.yml)
     consistency = summary["consistency"]
     assert consistency["nodes"] == sorted(hosts)
-    vbios = next(r for r in consistency["items"] if r["item"] == "vbios")
+    vbios = next(r for r in consistency["items"] if r["item"] == "vbios" and r["class"] == "MI300X SPX/NPS1")
     assert vbios["status"] == "differs" and vbios["majority"] == "113-M3000100-102" and vbios["odd"] == odd
     # the firmware fault is inside one node: across nodes that node's MEC/SOS are "mixed" and odd too
     assert consistency["odd_nodes"]["tt-h16g-fw"] == ["firmware:mec", "firmware:sos"]
