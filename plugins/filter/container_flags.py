@@ -12,8 +12,8 @@ description:
   - Per launch group, the C(--device) flags for C(/dev/kfd) and the group's render nodes (or CDI
     C(amd.com/gpu=<index>) when the AMD Container Toolkit is present), C(--group-add) by GID for the groups
     owning the devices, and the options (C(--ipc=host), C(--shm-size)); what the profile adds comes from its data
-    in C(knowledge/env_profiles.yml) (C(fabric: rdma): C(/dev/infiniband), C(--ulimit memlock=-1:-1),
-    C(--network=host); C(debug: true): C(SYS_PTRACE), refused elsewhere), as C(knowledge/container_flags.yml)
+    in C(knowledge/env_profiles.yml) (C(fabric) C(rdma) adds C(/dev/infiniband), C(--ulimit memlock=-1:-1),
+    C(--network=host); C(debug) C(true) adds C(SYS_PTRACE), refused elsewhere), as C(knowledge/container_flags.yml)
     C(profile) says.
   - Never emits C(--privileged), C(SYS_RAWIO) or C(ALL); asking for them fails with the reason (no AMD
     document requires SYS_RAWIO).
