@@ -114,7 +114,7 @@ def run(directory, name, forks):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--hosts", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--forks", type=int, default=32, help="ansible forks (the repository's ansible.cfg: 32)")

@@ -325,7 +325,7 @@ def read_kfd(sysroot=None, path=None):
             unique_id=str(unique) if unique else None, name=node.name,
         )
         if bdf is None:
-            topo.warn("GPU %d (KFD node %d): location_id missing or 0: PCI address unknown"
+            topo.warn("GPU %s (KFD node %d): location_id missing or 0: PCI address unknown"
                       % (gpu["index"], node.num))
         cpu = _cpu_node_of(node, cpu_nodes)
         cpu_of[node.num] = cpu
@@ -334,11 +334,11 @@ def read_kfd(sysroot=None, path=None):
             gpu["pcie"] = pci["pcie"]
             gpu["firmware"] = pci["firmware"]
             if pci["numa_node"] is None:
-                topo.warn("GPU %d (%s): %s/%s/numa_node is unreadable: NUMA node unknown"
+                topo.warn("GPU %s (%s): %s/%s/numa_node is unreadable: NUMA node unknown"
                           % (gpu["index"], bdf, PCI_DEVICES, bdf))
             elif pci["numa_node"] < 0:
                 # VMs and single-node firmware report -1: binding to a guessed node would be wrong
-                topo.warn("GPU %d (%s): PCI numa_node is -1 (no NUMA affinity reported, typical of VMs): "
+                topo.warn("GPU %s (%s): PCI numa_node is -1 (no NUMA affinity reported, typical of VMs): "
                           "NUMA node left unknown" % (gpu["index"], bdf))
             else:
                 gpu["numa_node"], gpu["numa_source"] = pci["numa_node"], "pci"
@@ -346,11 +346,11 @@ def read_kfd(sysroot=None, path=None):
                 try:
                     gpu["cpus"] = normalize(pci["local_cpulist"])
                 except CpulistError as err:
-                    topo.warn("GPU %d (%s): local_cpulist: %s" % (gpu["index"], bdf, err))
+                    topo.warn("GPU %s (%s): local_cpulist: %s" % (gpu["index"], bdf, err))
         elif cpu is not None:
             gpu["numa_node"], gpu["numa_source"] = cpu[1], "kfd"
         else:
-            topo.warn("GPU %d (KFD node %d): no PCI sysfs and no io_link to a CPU node: NUMA node unknown"
+            topo.warn("GPU %s (KFD node %d): no PCI sysfs and no io_link to a CPU node: NUMA node unknown"
                       % (gpu["index"], node.num))
         if gpu["cpus"] is None and gpu["numa_node"] is not None:
             gpu["cpus"] = numa_cpus.get(gpu["numa_node"])

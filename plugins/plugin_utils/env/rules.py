@@ -668,7 +668,7 @@ def role_plan(options, topology, rocm_version, knowledge, header):
         )
     env_file = "%s/%s.env" % (options["env_dir"], profile)
     node = "# Node: %s, ROCm %s, fabric %s." % (",".join(resolved["context"]["gfx"]) or "unknown GPUs",
-                                                 resolved["context"]["rocm"] or "unknown", resolved["fabric"] or "none")
+                                                resolved["context"]["rocm"] or "unknown", resolved["fabric"] or "none")
     env_text = [header, "# topotune.instinct.rocm_env profile %s for docker --env-file and systemd EnvironmentFile=." % profile,
                 node, "# Values are validated literals: no quoting needed or done."] + resolved["env_lines"]
     shell_text = [header, "# topotune.instinct.rocm_env profile %s for login shells." % profile, node] + resolved["shell_lines"]
@@ -685,4 +685,3 @@ def role_plan(options, topology, rocm_version, knowledge, header):
         "files": files,
         "managed": {"owner": "rocm_env", "files": [env_file] + ([PROFILE_D_PATH] if profile_d else [])},
     }
-

@@ -16,7 +16,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 
 def test_the_owners_are_the_declared_roles_in_site_order():
     declared = ow.declared()
-    assert set(declared) == {r for r in os.listdir(os.path.join(REPO, "roles"))}
+    assert set(declared) == set(os.listdir(os.path.join(REPO, "roles")))
     site = yaml.safe_load(open(os.path.join(REPO, "playbooks", "site.yml"), encoding="utf-8"))
     order = [r["role"].rsplit(".", 1)[-1] for play in site for r in play.get("roles") or []]
     assert ow.owner_roles() == [r for r in order if declared[r]]

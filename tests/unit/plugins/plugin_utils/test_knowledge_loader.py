@@ -46,7 +46,7 @@ def test_a_file_is_parsed_once_per_process_until_it_changes(tmp_path, monkeypatc
     calls = []
     real = kn.parse
     monkeypatch.setattr(kn, "parse", lambda text, path, what="knowledge file": calls.append(path) or real(text, path))
-    assert [kn.load_knowledge("facts", str(tmp_path)) for _ in range(5)] == [{"a": [1, 2]}] * 5
+    assert [kn.load_knowledge("facts", str(tmp_path)) for attempt in range(5)] == [{"a": [1, 2]}] * 5
     assert len(calls) == 1
     (tmp_path / "facts.yml").write_text("a: [1, 2, 3]\n")
     os.utime(tmp_path / "facts.yml", ns=(1, 10 ** 18))
