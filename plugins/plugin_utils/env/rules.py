@@ -35,6 +35,7 @@ _PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
 class EnvPlanError(TopotuneError, ValueError):
     """A rocm_env input is wrong or a variable is refused; the message names the variable and the fix."""
 
+
 # What each unsafe character does to a shell profile or an env file; checked in this order.
 _UNSAFE = (
     ("\n", "a newline, which ends the line and starts a new, unvalidated one in the shell profile and env file"),
