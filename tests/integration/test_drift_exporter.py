@@ -201,7 +201,7 @@ def test_installed_files_are_root_owned_and_not_writable_by_others(node):
         assert owner == "root:root" and not int(mode, 8) & 0o022, (owner, mode, path)
     # the node's copy is the collection's code, byte for byte
     with open(os.path.join(REPO, "plugins", "module_utils", "state", "managed_state.py"), encoding="utf-8") as handle:
-        assert sh("cat /usr/local/lib/topotune/topotune_node/managed_state.py").stdout == handle.read()
+        assert sh("cat /usr/local/lib/topotune/topotune_node/state/managed_state.py").stdout == handle.read()
 
 
 def test_service_runs_hardened_and_writes_the_textfile(node):
