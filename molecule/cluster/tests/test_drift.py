@@ -108,13 +108,12 @@ def test_table_is_well_formed():
         assert drill["node"] in NODES and drill["round"] in ROUNDS and drill["what"] and drill["shell"], drill["id"]
         assert drill.get("fast") or drill.get("fast_every_file"), drill["id"]
         assert drill.get("full") or drill.get("blind"), "%s: full mode sees nothing and the table says not why" % drill["id"]
-    # the drills of a round and node are told apart by their items
+    # the drills of a round and node are told apart by their fast items; in full mode a role's one plan call is one
+    # task, so two drills of the same role on a node share that task's item
     for number in ROUNDS:
         for node in NODES:
-            for key in ("fast", "full"):
-                items = [tuple(e[:3]) if key == "fast" else e for d in DRILLS if d["round"] == number and d["node"] == node
-                         for e in d.get(key) or []]
-                assert len(items) == len(set(items)), (number, node, key)
+            items = [tuple(e[:3]) for d in DRILLS if d["round"] == number and d["node"] == node for e in d.get("fast") or []]
+            assert len(items) == len(set(items)), (number, node)
 
 
 def test_converged_cluster_has_no_drift(runs):
