@@ -35,8 +35,9 @@ def test_argument_specs_match_defaults(role):
     assert not only_defaults and not only_specs, "%s: only in defaults %s; only in argument_specs %s" % (role, only_defaults, only_specs)
 
 
-# The drift entry point (playbooks/drift.yml, full mode) also requires the play's discovery, which the play registers
-# and every role already reads: a collection-wide input, not a role variable, and never an option of main.
+# The `drift` entries of meta/argument_specs.yml (the entry points of the tasks/drift.yml copies, gone since full drift
+# runs main with the export off: docs/drift.md) require the play's discovery, which every role already reads: a
+# collection-wide input, not a role variable, and never an option of main. The exception goes with those entries.
 SHARED_INPUTS = {"topotune_discovery"}
 
 
