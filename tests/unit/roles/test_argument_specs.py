@@ -38,7 +38,13 @@ def test_argument_specs_match_defaults(role):
 # The `drift` entries of meta/argument_specs.yml (the entry points of the tasks/drift.yml copies, gone since full drift
 # runs main with the export off: docs/drift.md) require the play's discovery, which every role already reads: a
 # collection-wide input, not a role variable, and never an option of main. The exception goes with those entries.
-SHARED_INPUTS = {"topotune_discovery"}
+@pytest.mark.parametrize("role", ROLES)
+def test_every_entry_point_has_its_tasks_file(role):
+    specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
+    assert "main" in specs, role
+    for entry in specs:
+        assert os.path.isfile(os.path.join(REPO, "roles", role, "tasks", entry + ".yml")), "%s: entry point %s has no tasks/%s.yml" % (
+            role, entry, entry)
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -46,7 +52,7 @@ def test_every_option_is_prefixed_described_and_typed(role):
     specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
     for entry, spec in specs.items():
         for name, option in (spec.get("options") or {}).items():
-            assert name.startswith(role + "_") or (entry != "main" and name in SHARED_INPUTS), \
+            assert name.startswith(role + "_"), \
                 "%s.%s: option %s is not prefixed with %s_" % (role, entry, name, role)
             assert option.get("description"), "%s.%s: %s has no description" % (role, entry, name)
             assert option.get("type"), "%s.%s: %s has no type" % (role, entry, name)
