@@ -187,7 +187,7 @@ OPTIONS = {
 }
 # The options run_checks takes (the CLI's flags), and those the record keeps: not the pending kernel parameters, node
 # state that whoever reads the record reads again.
-CHECK_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.get("cli"))
+CHECK_OPTIONS = tuple(name for name, option in OPTIONS.items() if "cli" in option)
 RECORDED = tuple(name for name in CHECK_OPTIONS if name != "pending_cmdline")
 
 

@@ -18,7 +18,7 @@ A declaration holds:
     declaration (sub options as ``O(parent.name)``), which the generator turns into the role variable where it
     documents the role.
 ``cli``
-    The option is a flag of a ``bin/topotune`` subcommand: ``{"help": ...}`` and optionally ``flag`` (default
+    The option is a flag of a ``bin/topotune`` subcommand: ``{}``, or ``help`` and optionally ``flag`` (default
     ``--<name>`` with ``-`` for ``_``), ``metavar`` and ``default`` (the CLI's, when it is not the option's).
 ``role``
     How the role variable differs from the option: ``False`` for none (a module-only option such as a file's
@@ -96,7 +96,7 @@ def _flag(name, cli):
 def add_cli_flags(parser, declared):
     for name, option in module_options(declared):
         cli = option.get("cli")
-        if not cli:
+        if cli is None:
             continue
         kind, flag, text = option.get("type", "str"), _flag(name, cli), cli.get("help")
         if kind == "list":
@@ -120,7 +120,7 @@ def cli_values(args, declared, read_mapping):
     values = {}
     for name, option in module_options(declared):
         cli = option.get("cli")
-        if not cli:
+        if cli is None:
             continue
         value = getattr(args, name)
         if option.get("type") == "list":

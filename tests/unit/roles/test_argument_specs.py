@@ -97,17 +97,6 @@ def test_profile_choices_are_the_knowledge_profiles(option):
     assert _options(role)[name]["choices"] == list(_knowledge("env_profiles")["profiles"])
 
 
-def test_launch_templates_choices_are_launch_render_constants():
-    from ansible_collections.topotune.instinct.plugins.module_utils.launch import render as launch_render
-    options = _options("launch_templates")
-    for name, constant in (("visible_devices_env", "VISIBLE_ENVS"), ("visible_devices_scope", "SCOPES"),
-                           ("cpu_binding", "CPU_BINDINGS")):
-        assert options["launch_templates_" + name]["choices"] == list(getattr(launch_render, constant)), name
-        with open(os.path.join(REPO, "plugins", "modules", "launch_templates.py"), encoding="utf-8") as handle:
-            source = handle.read()
-        assert '"choices": list(%s)' % constant in source, "the module's %s choices are not launch_render.%s" % (name, constant)
-
-
 def test_refused_capabilities_are_the_knowledge_ones():
     from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FORBIDDEN_CAPS
 
