@@ -248,6 +248,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_
     CHECK_OPTIONS,
     OPTIONS,
     RECORD,
+    PlatformChecksError,
     blocking,
     check_role_options,
     gather,
@@ -279,8 +280,12 @@ class PlatformChecks:
         identity = node_identity(facts, knowledge, options)
         record = {"changed": False, "diff": []}
         if self.params["record"]:
-            record = converge(self.module, [{"path": RECORD, "content": record_text(options), "mode": "0644"}],
-                              check_mode=self.module.check_mode)
+            try:
+                record = converge(self.module, [{"path": RECORD, "content": record_text(options), "mode": "0644"}],
+                                  check_mode=self.module.check_mode)
+            except OSError as err:
+                raise PlatformChecksError("cannot record the options in %s: %s (the checks ran: fix the file system, "
+                                          "or run without record)" % (RECORD, err.strerror or err)) from None
         return {
             "changed": record["changed"],
             "diff": record["diff"],

@@ -54,3 +54,13 @@ def test_a_missing_record_is_none_and_a_bad_one_is_named(tmp_path):
         pc.read_record(str(bad))
     bad.write_text('{"gpu_count": 8, "from_a_later_version": 1}')
     assert pc.read_record(str(bad)) == {"gpu_count": 8}
+
+
+def test_a_record_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, run_module, sim_tree):
+    blocker = tmp_path / "etc"
+    blocker.write_text("a file where the record's directory belongs")
+    monkeypatch.setattr(module, "RECORD", str(blocker / "topotune" / "platform-checks.json"))
+    rc, result = run_module(module, sysroot=sim_tree("mi300x-8gpu-spx"), knowledge=load_knowledge("gpu_generations"),
+                            record=True)
+    assert rc == 1 and result["msg"].startswith("cannot record the options in %s" % (blocker / "topotune"))
+    assert "Traceback" not in result["msg"]
