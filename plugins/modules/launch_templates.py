@@ -94,7 +94,7 @@ options:
   gres_type:
     description: >-
       Slurm GRES C(Type=) of every GPU line: C(auto) is the node's GPU generation in lower case (C(mi300x), C(mi250x),
-      ...; the model's C(identity), from C(knowledge/gpu_generations.yml)), empty none, or a name of your own;
+      ...; the model's C(identity), from C(knowledge/gpu_generations.yml)), empty for none, or a name of your own;
       slurm.conf's C(Gres=) must use the same type.
     type: str
     default: ""

@@ -134,7 +134,7 @@ OPTIONS = {
         "type": "str", "default": "",
         "description": "Slurm GRES C(Type=) of every GPU line: C(auto) is the node's GPU generation in lower case "
                        "(C(mi300x), C(mi250x), ...; the model's C(identity), from C(knowledge/gpu_generations.yml)), "
-                       "empty none, or a name of your own; slurm.conf's C(Gres=) must use the same type.",
+                       "empty for none, or a name of your own; slurm.conf's C(Gres=) must use the same type.",
         "role": {"default": "auto"},
         "cli": {"default": "auto", "metavar": "TYPE",
                 "help": "gres.conf Type=: auto (the node's GPU generation, lower case), '' or a name"},
