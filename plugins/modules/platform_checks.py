@@ -126,7 +126,7 @@ options:
     description: Also record the options the checks ran with (O(generation), O(gpu_count), O(expected), O(cpu_governor),
       O(transparent_hugepage), O(virtualization_host), O(skip)) in C(/etc/topotune/platform-checks.json) (atomically,
       root-owned C(0644), only when they differ; check mode and diff), where the node-local drift check of role
-      C(topotune.instinct.drift_exporter) reads them. The role records them.
+      C(topotune.instinct.drift_exporter) reads them.
     type: bool
     default: false
 # END generated options

@@ -177,12 +177,18 @@ OPTIONS = {
                  "default_doc": "C(checks/) under the run's report directory"},
     },
     "record": {
-        "type": "bool", "default": False, "role": False,
+        "type": "bool", "default": False,
         "description": "Also record the options the checks ran with (O(generation), O(gpu_count), O(expected), "
                        "O(cpu_governor), O(transparent_hugepage), O(virtualization_host), O(skip)) in "
                        "C(/etc/topotune/platform-checks.json) (atomically, root-owned C(0644), only when they differ; "
                        "check mode and diff), where the node-local drift check of role "
-                       "C(topotune.instinct.drift_exporter) reads them. The role records them.",
+                       "C(topotune.instinct.drift_exporter) reads them.",
+        "role": {"default": True,
+                 "description": "Record the options the checks ran with in C(/etc/topotune/platform-checks.json), "
+                                "where the node-local drift check of role C(topotune.instinct.drift_exporter) reads "
+                                "them (the node's only change; check mode and diff). Set C(false) for a one-off run "
+                                "with other options (an enforcing run, a different O(skip)) so that the record of "
+                                "bring-up stays."},
     },
 }
 # The options run_checks takes (the CLI's flags), and those the record keeps: not the pending kernel parameters, node
