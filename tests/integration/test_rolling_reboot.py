@@ -205,16 +205,21 @@ def start_reboot_via_slurm(nodes, *extra):
 
 
 def watch_states(node, proc):
-    """sinfo's state of the node every 0.2 s while proc runs: the distinct states in the order seen."""
+    """sinfo's state of the node every 0.2 s while proc runs, and once after it ends (the play's last task may
+    resume the node within a poll interval of its end): the distinct states in the order seen."""
     seen = []
+
+    def sample():
+        state = node.run(["sinfo", "--noheader", "--Node", "--nodes=" + node.name, "--format=%T"]).stdout.strip()
+        state = state.rstrip("*~#!%$@^-")   # flags: not responding, powered down, ...
+        if state and (not seen or seen[-1] != state):
+            seen.append(state)
 
     def poll():
         while proc.poll() is None:
-            state = node.run(["sinfo", "--noheader", "--Node", "--nodes=" + node.name, "--format=%T"]).stdout.strip()
-            state = state.rstrip("*~#!%$@^-")   # flags: not responding, powered down, ...
-            if state and (not seen or seen[-1] != state):
-                seen.append(state)
+            sample()
             time.sleep(0.2)
+        sample()
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
     return seen, thread
