@@ -15,41 +15,18 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core import role_action
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FlagError, check_options, role_plan
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import (
+    NODE_INPUTS,
+    OPTIONS,
+    FlagError,
+    check_options,
+    role_plan,
+)
 
-# Option values are checked by role_plan (raw here: a wrong one fails naming the role variable and the fix).
-OPTIONS = {
-    "profile": {"type": "str", "default": "xgmi-training"},
-    "group_size": {"type": "raw", "default": 0},
-    "cdi": {"type": "raw", "default": "auto"},
-    "seccomp_unconfined": {"type": "bool", "default": False},
-    "ipc_host": {"type": "bool", "default": True},
-    "shm_size": {"type": "str", "default": "64g"},
-    "env_file": {"type": "str", "default": ""},
-    "launch_dir": {"type": "raw", "default": ""},
-    "launch_wrapper": {"type": "str", "default": ""},
-    "numa_confine": {"type": "bool", "default": True},
-    "memory_binding": {"type": "bool", "default": True},
-    "extra_caps": {"type": "list", "elements": "str", "default": []},
-    "privileged": {"type": "bool", "default": False},
-    "users": {"type": "list", "elements": "str", "default": []},
-    "manage_groups": {"type": "bool", "default": True},
-    "sysroot": {"type": "str", "default": "/"},
-    "output_dir": {"type": "raw", "default": "/etc/topotune/container"},
-    "strict": {"type": "bool", "default": True},
-    "daemon_json_manage": {"type": "bool", "default": False},
-    "daemon_json_path": {"type": "raw", "default": "/etc/docker/daemon.json"},
-    "daemon_json_settings": {"type": "dict", "default": {}},
-    "docker_restart_ok": {"type": "bool", "default": False},
-}
-ARGUMENT_SPEC = dict(OPTIONS, **{
-    "device_facts": {"type": "dict"},
-    "topology": {"type": "dict", "default": {}},
-    "inventory_topology": {"type": "dict", "default": {}},
-    "discovery": {"type": "dict", "default": {}},
-})
+ARGUMENT_SPEC = argument_spec(OPTIONS)
 
 
 def knowledge():
@@ -66,7 +43,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        options = {k: args[k] for k in OPTIONS}
+        options = {k: args[k] for k in OPTIONS if k not in NODE_INPUTS}
         known = knowledge()
         try:
             check_options(options, known["container_flags"])

@@ -9,18 +9,19 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import role_plan
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import defaults
+from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import OPTIONS, role_plan
 
 
 class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self._task.args
+        args = dict(defaults(OPTIONS), **self._task.args)
         try:
-            role_plan(args.get("governor"), args.get("cpus", "all"), args.get("sysroot", "/"),
-                      boolean(args.get("persist", False), strict=False), args.get("boot_script"))
+            role_plan(args["governor"], args["cpus"], args["sysroot"], boolean(args["persist"], strict=False),
+                      args["boot_script"])
         except TopotuneError as err:
             return dict(result, failed=True, msg=str(err))
-        result.update(self._execute_module(module_name="topotune.instinct.cpu_governor", module_args=args,
+        result.update(self._execute_module(module_name="topotune.instinct.cpu_governor", module_args=self._task.args,
                                            task_vars=task_vars))
         return result

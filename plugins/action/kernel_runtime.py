@@ -10,7 +10,8 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import check_reboot, check_tuning
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import defaults
+from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import OPTIONS, check_reboot, check_tuning
 
 
 class ActionModule(ActionBase):
@@ -20,9 +21,10 @@ class ActionModule(ActionBase):
         sysroot = args.get("sysroot", "/")
         try:
             if isinstance(args.get("tuning"), dict):
-                tuning = dict(args["tuning"])
-                for key, default in (("numa_balancing_disable", True), ("c2_disable", False)):
-                    tuning[key] = boolean(tuning.get(key, default), strict=False)
+                # the module's defaults for what the task leaves out; booleans as the module will read them
+                tuning = dict(defaults(OPTIONS["tuning"]["options"]), **args["tuning"])
+                for key in ("numa_balancing_disable", "c2_disable"):
+                    tuning[key] = boolean(tuning[key], strict=False)
                 check_tuning(tuning, sysroot)
             if isinstance(args.get("reboot"), dict):
                 check_reboot(args["reboot"], sysroot)

@@ -13,24 +13,18 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core import role_action
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import generations, load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import EnvPlanError, check_options, role_plan
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import (
+    NODE_INPUTS,
+    OPTIONS,
+    EnvPlanError,
+    check_options,
+    role_plan,
+)
 
-ARGUMENT_SPEC = {
-    "profile": {"type": "str", "required": True},
-    "overrides": {"type": "dict", "default": {}},
-    "allow": {"type": "dict", "default": {}},
-    "rocm_version": {"type": "str", "default": ""},
-    "fabric": {"type": "str", "default": ""},
-    "topology": {"type": "dict", "default": {}},
-    "inventory_topology": {"type": "dict", "default": {}},
-    "discovery": {"type": "dict", "default": {}},
-    "sysroot": {"type": "str", "default": "/"},
-    "profile_d": {"type": "bool", "default": True},
-    "env_dir": {"type": "raw", "default": "/etc/topotune/env"},
-    "fail_on_refusal": {"type": "bool", "default": True},
-}
+ARGUMENT_SPEC = argument_spec(OPTIONS)
 
 
 def knowledge():
@@ -48,7 +42,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        options = {k: args[k] for k in ("profile", "overrides", "allow", "fabric", "profile_d", "env_dir", "fail_on_refusal")}
+        options = {k: args[k] for k in OPTIONS if k not in NODE_INPUTS}
         try:
             check_options(options)
         except EnvPlanError as err:

@@ -26,104 +26,24 @@ description:
   - The decision is C(plugins/plugin_utils/env/container_plan.py) C(role_plan); the files start with the play's
     C(ansible_managed) as a comment (default C(Ansible managed)).
 version_added: "0.3.0"
+# BEGIN generated options: plugins/plugin_utils/env/container_plan.py (scripts/gen-options)
 options:
-  device_facts:
-    description:
-      - The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only module is run on
-        the node with O(sysroot) and O(users), after the input check.
-    type: dict
   profile:
-    description: Container profile, a profile of C(knowledge/env_profiles.yml).
+    description: >-
+      Container profile, a profile of C(knowledge/env_profiles.yml) (C(xgmi-training), C(rdma-training), C(inference),
+      C(debug)). What it adds comes from its data: C(fabric) C(rdma) (C(rdma-training)) adds C(/dev/infiniband), memlock
+      C(-1) and the host network, C(debug) C(true) (C(debug)) adds C(SYS_PTRACE).
     type: str
     default: xgmi-training
   group_size:
-    description: GPUs per launch group, an integer >= 0; 0 for one flag set with all GPUs.
+    description: >-
+      GPUs per launch group, an integer >= 0: C(0) gives one flag set with all GPUs (C(all.flags)), C(k > 0) the groups
+      of C(topotune.instinct.gpu_groups(k)), one C(group-<i>.flags) each with only that group's render nodes.
     type: raw
     default: 0
-  cdi:
-    description: CDI through the AMD Container Toolkit, C(auto), C(true) (require amd-ctk) or C(false).
-    type: raw
-    default: auto
-  seccomp_unconfined:
-    description: Add C(--security-opt=seccomp=unconfined).
-    type: bool
-    default: false
-  ipc_host:
-    description: Add C(--ipc=host).
-    type: bool
-    default: true
-  shm_size:
-    description: C(--shm-size) value; empty omits it.
-    type: str
-    default: 64g
-  env_file:
-    description: Env file passed with C(--env-file); empty omits it.
-    type: str
-    default: ""
-  launch_dir:
-    description: launch_templates directory (group env files, read-only mounts); empty for none.
-    type: raw
-    default: ""
-  launch_wrapper:
-    description: Path of topotune-bind, mounted read-only with O(launch_dir).
-    type: str
-    default: ""
-  numa_confine:
-    description: C(--cpuset-cpus) and C(--cpuset-mems) of the NUMA nodes of the group's GPUs.
-    type: bool
-    default: true
-  memory_binding:
-    description: C(--cap-add=SYS_NICE), so C(numactl --membind) works in the container.
-    type: bool
-    default: true
-  extra_caps:
-    description: "Extra capabilities (C(SYS_RAWIO) and C(ALL) are refused; C(SYS_PTRACE) only in a profile with C(debug: true))."
-    type: list
-    elements: str
-    default: []
-  privileged:
-    description: Declared only so that true fails with the reason; C(--privileged) is never emitted.
-    type: bool
-    default: false
-  users:
-    description: Users checked for membership of the groups owning the device nodes.
-    type: list
-    elements: str
-    default: []
-  manage_groups:
-    description: The existing O(users) will be added to the device groups (they are checked as members of them).
-    type: bool
-    default: true
-  sysroot:
-    description: Root under which gpu_topology and gpu_device_access read; not C(/) means simulated device nodes (regular files) pass.
-    type: str
-    default: /
-  output_dir:
-    description: Directory of the flag files and the compose fragment.
-    type: raw
-    default: /etc/topotune/container
-  strict:
-    description: Fail when a device or user check fails.
-    type: bool
-    default: true
-  daemon_json_manage:
-    description: The owned O(daemon_json_settings) are merged into O(daemon_json_path) (recorded as managed keys).
-    type: bool
-    default: false
-  daemon_json_path:
-    description: Docker daemon configuration file.
-    type: raw
-    default: /etc/docker/daemon.json
-  daemon_json_settings:
-    description: Keys topotune owns in daemon.json.
-    type: dict
-    default: {}
-  docker_restart_ok:
-    description: dockerd may be restarted after daemon.json changed (C(docker_restart) is true when it also exists).
-    type: bool
-    default: false
   topology:
-    description: The role's topology model (C(container_runtime_topology)); empty for none.
+    description: The role's topology model; empty uses C(topotune_topology) (a model the inventory gives), else the
+      play's C(topotune_discovery) (C(playbooks/topology.yml)), else runs M(topotune.instinct.gpu_topology).
     type: dict
     default: {}
   inventory_topology:
@@ -134,6 +54,113 @@ options:
     description: The play's C(topotune_discovery) (a gpu_topology result); empty for none.
     type: dict
     default: {}
+  device_facts:
+    description: The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only module
+      is run on the node with O(sysroot) and O(users), after the input check.
+    type: dict
+  sysroot:
+    description: >-
+      Root under which M(topotune.instinct.gpu_topology) and M(topotune.instinct.gpu_device_access) read (C(/dev) among
+      them): C(/) on a real node; not C(/) means simulated device nodes (regular files) pass.
+    type: str
+    default: /
+  users:
+    description: Users who run GPU containers, checked for membership of the groups owning C(/dev/kfd) and the render
+      nodes.
+    type: list
+    elements: str
+    default: []
+  manage_groups:
+    description: >-
+      Add the existing O(users) to the groups owning C(/dev/kfd) and the render nodes (append: their other groups stay);
+      the checks count them as members.
+    type: bool
+    default: true
+  seccomp_unconfined:
+    description: >-
+      Add C(--security-opt=seccomp=unconfined) (AMD: "optional ... recommended for containers running in HPC
+      environments").
+    type: bool
+    default: false
+  ipc_host:
+    description: Add C(--ipc=host), for multi-process workers sharing memory.
+    type: bool
+    default: true
+  shm_size:
+    description: The C(--shm-size) value; empty omits it.
+    type: str
+    default: 64g
+  cdi:
+    description: >-
+      CDI (C(--device amd.com/gpu=N)) through the AMD Container Toolkit: C(auto) (when C(amd-ctk) is installed), C(true)
+      (require it) or C(false).
+    type: raw
+    default: auto
+  env_file:
+    description: Env file passed with C(--env-file) (the one role C(topotune.instinct.rocm_env) writes); empty omits it.
+    type: str
+    default: ""
+  launch_dir:
+    description: >-
+      The launch directory of role C(topotune.instinct.launch_templates): each group's container gets its env file
+      (C(--env-file), container-local GPU indices; C(launch_templates_sizes) must include O(group_size)) and, read-only,
+      the wrapper and its table; empty gives none of them.
+    type: raw
+    default: ""
+  launch_wrapper:
+    description: Path of C(topotune-bind) on the node, mounted read-only into the containers with O(launch_dir).
+    type: str
+    default: ""
+  numa_confine:
+    description: >-
+      C(--cpuset-cpus) and C(--cpuset-mems) of the NUMA nodes of the group's GPUs: the container runs and allocates
+      there.
+    type: bool
+    default: true
+  memory_binding:
+    description: >-
+      C(--cap-add=SYS_NICE), so C(numactl --membind) works in the container: Docker's default seccomp profile allows
+      C(set_mempolicy) and C(mbind) only with it (the cpuset bounds what it can reach; the role's README says why
+      nothing wider).
+    type: bool
+    default: true
+  extra_caps:
+    description: Extra capabilities; C(SYS_RAWIO) and C(ALL) are refused with the reason, C(SYS_PTRACE) is allowed only
+      in a profile whose data says C(debug) C(true).
+    type: list
+    elements: str
+    default: []
+  privileged:
+    description: "Declared only so that C(true) fails with the reason: topotune never emits C(--privileged)."
+    type: bool
+    default: false
+  output_dir:
+    description: Directory of the flag files and the compose fragment.
+    type: raw
+    default: /etc/topotune/container
+  strict:
+    description: Fail when a device or user check fails (false reports only).
+    type: bool
+    default: true
+  daemon_json_manage:
+    description: Merge O(daemon_json_settings) into O(daemon_json_path), keeping every other key (backup first); the
+      owned keys are recorded as managed.
+    type: bool
+    default: false
+  daemon_json_path:
+    description: Docker daemon configuration file.
+    type: raw
+    default: /etc/docker/daemon.json
+  daemon_json_settings:
+    description: Keys topotune owns in C(daemon.json).
+    type: dict
+    default: {}
+  docker_restart_ok:
+    description: Restart dockerd after C(daemon.json) changed (running containers stop unless C(live-restore) is set);
+      the plan's C(docker_restart) is true when it also exists.
+    type: bool
+    default: false
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
 attributes:

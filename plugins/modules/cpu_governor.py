@@ -25,26 +25,32 @@ description:
     C(cpu_governor_<option>), its value and the fix).
   - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
     own check, so a wrong one is named before anything reaches the node.
+# BEGIN generated options: plugins/module_utils/state/cpufreq.py (scripts/gen-options)
 options:
+  sysroot:
+    description: Directory under which sysfs is read and written (C(/) on a real node, C(/sim) on a simulated one).
+    type: path
+    default: /
   governor:
-    description: Governor to set, for example C(performance).
+    description: Governor to set, for example C(performance); it must be in the CPUs' C(scaling_available_governors)
+      (amd-pstate in active mode offers C(performance) and C(powersave)).
     type: str
     required: true
   cpus:
-    description: CPUs to manage as a cpulist (C(0-63,128-191)), or C(all).
+    description: "CPUs to manage: C(all), or a cpulist such as C(0-95,192-287)."
     type: str
     default: all
-  sysroot:
-    description: Directory under which sysfs is read and written (C(/) on a real node).
-    type: path
-    default: /
   persist:
-    description: Also install and enable the boot-time unit re-applying the governor (see above).
+    description: >-
+      Install and enable, in the same call, what re-applies the governor at boot: the boot script (the role's
+      C(files/topotune-cpu-governor), O(boot_script)) as C(/usr/local/sbin/topotune-cpu-governor), its oneshot unit and
+      the unit's C(multi-user.target.wants) link (the role's README says why a unit).
     type: bool
     default: false
   boot_script:
     description: Content of the boot script (the role's C(files/topotune-cpu-governor)); required with O(persist).
     type: str
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -134,7 +140,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist import format_cpulist
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import apply, group, plan, read_state, role_plan
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
+from ansible_collections.topotune.instinct.plugins.module_utils.state.cpufreq import OPTIONS, apply, group, plan, read_state, role_plan
 from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 
 
@@ -185,13 +192,7 @@ class CpuGovernor:
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "governor": {"type": "str", "required": True},
-            "cpus": {"type": "str", "default": "all"},
-            "sysroot": {"type": "path", "default": "/"},
-            "persist": {"type": "bool", "default": False},
-            "boot_script": {"type": "str"},
-        },
+        argument_spec=argument_spec(OPTIONS),
         supports_check_mode=True,
     )
     try:

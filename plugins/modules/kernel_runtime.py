@@ -29,6 +29,7 @@ description:
   - With O(reboot) it is the read and the check of C(playbooks/reboot.yml) (O(reboot.step)).
   - Run as a task, the role's variables (O(tuning), O(reboot), O(sysroot)) are checked on the controller first, by the
     action of the same name with the module's own checks, so a wrong one is named before anything reaches the node.
+# BEGIN generated options: plugins/module_utils/state/kernel_runtime.py (scripts/gen-options)
 options:
   sysctl:
     description: Sysctl names (C(kernel.numa_balancing)) and the values to set (compared as whitespace-normalized text).
@@ -39,93 +40,127 @@ options:
     type: dict
     default: {}
   sysroot:
-    description: Directory under which procfs and sysfs are read and written (C(/) on a real node).
+    description: Directory under which procfs and sysfs are read and written (C(/) on a real node, C(/sim) on a
+      simulated one).
     type: path
     default: /
   bootloader:
     description:
-      - Report the boot state too. RV(cmdline) is read from C(<sysroot>/proc/cmdline); RV(bootloader) is the
-        tool that persists kernel parameters on this node (a node's tools are looked up at their real paths,
-        not under O(sysroot)).
-      - C(auto) picks it from what the node has, in this order. C(grubby) when C(grubby) is on the PATH
-        (RedHat family, whose boot entries follow grubby even where C(/etc/default/grub) exists).
-        C(grub_dropin) when C(/etc/default/grub) or C(update-grub) exists (Debian family). Otherwise by the
-        family in C(/etc/os-release) (C(ID) or C(ID_LIKE)), where C(debian) or C(ubuntu) gives C(grub_dropin),
-        C(rhel), C(fedora) or C(centos) gives C(grubby). With no match the module fails before writing anything.
-      - C(grub_dropin), C(grubby) and C(none) are returned as given.
-      - For C(grubby) the module also returns the arguments of every boot entry (RV(grubby_args), from
-        C(grubby --info=ALL), also in check mode); for C(grub_dropin), where C(update-grub) is (RV(update_grub)).
-      - Omitted, nothing of the boot state is read.
+      - >-
+        How the kernel command line is persisted: C(auto), C(grub_dropin) (a GRUB drop-in, then C(update-grub)),
+        C(grubby) (every boot entry) or C(none) (only report what is pending).
+      - With it the module reports the boot state too, read-only. RV(cmdline) is read from C(<sysroot>/proc/cmdline);
+        RV(bootloader) is the tool that persists kernel parameters on this node (a node's tools are looked up at their
+        real paths, not under O(sysroot)).
+      - C(auto) picks it from what the node has, in this order. C(grubby) when C(grubby) is on the PATH (RedHat family,
+        whose boot entries follow grubby even where C(/etc/default/grub) exists). C(grub_dropin) when
+        C(/etc/default/grub) or C(update-grub) exists (Debian family). Otherwise by the family in C(/etc/os-release)
+        (C(ID) or C(ID_LIKE)), where C(debian) or C(ubuntu) gives C(grub_dropin), C(rhel), C(fedora) or C(centos) gives
+        C(grubby). With no match the module fails before writing anything.
+      - C(grub_dropin), C(grubby) and C(none) are returned as given. For C(grubby) the module also returns the arguments
+        of every boot entry (RV(grubby_args), from C(grubby --info=ALL), also in check mode); for C(grub_dropin), where
+        C(update-grub) is (RV(update_grub)).
+      - Omitted, nothing of the boot state is read, unless O(tuning) is given (then C(auto)).
     type: str
     choices: [auto, grub_dropin, grubby, none]
   tuning:
-    description:
-      - The variables of role C(topotune.instinct.kernel_tuning) without their C(kernel_tuning_) prefix; the role's
-        plan runs on them (see above). O(sysctl) and O(cpuidle) must then be empty; O(bootloader) defaults to C(auto).
+    description: The variables of role C(topotune.instinct.kernel_tuning) without their C(kernel_tuning_) prefix; the
+      role's plan runs on them (see above). O(sysctl) and O(cpuidle) must then be empty; O(bootloader) defaults to
+      C(auto).
     type: dict
     suboptions:
       numa_balancing_disable:
-        description: Set C(kernel.numa_balancing=0) (before O(tuning.sysctl), which may override it).
+        description: Set C(kernel.numa_balancing=0) now and in the sysctl drop-in (AMD's MI200 and MI300X guides),
+          before O(tuning.sysctl), which may override it.
         type: bool
         default: true
       sysctl:
-        description: Additive sysctl entries C({name, value, state}); a later entry of the same name wins.
+        description: Additive sysctl settings C({name, value, state}) (C(state) C(present) or C(absent)), applied after
+          the built-in ones; a later entry of the same name wins, C(state=absent) removes it.
         type: list
         elements: raw
         default: []
       cmdline:
-        description: Required kernel parameters C({name, value, state}) (the GPU generation's, by default in the role).
+        description:
+          - Required kernel parameters C({name, value, state}); setting it replaces them.
+          - >-
+            The role's default is C(kernel_params.required) of the node's GPU generation in
+            C(knowledge/gpu_generations.yml) (C(iommu=pt pci=realloc=off pci=bfsort) on every Instinct GPU, MI300A adds
+            C(transparent_hugepage=always numa_balancing=disable)); without known GPUs the parameters common to every
+            generation. The generation is the node's topology model's: the C(node_topology) chain
+            (C(kernel_tuning_topology), C(topotune_topology), the play's C(topotune_discovery)), else the role's own
+            discovery.
         type: list
         elements: raw
         default: []
       cmdline_extra:
-        description: Additive site kernel parameters, applied after O(tuning.cmdline).
+        description: Additive site kernel parameters C({name, value, state}) (C(value) optional), applied after
+          O(tuning.cmdline); C(state=absent) with a value drops that token, without a value every token of that name.
         type: list
         elements: raw
         default: []
       c2_disable:
-        description: Disable the C2 idle state on every CPU now and at boot.
+        description: "Disable the C2 idle state on every CPU now and at boot (AMD: C(cpupower idle-set -d 2))."
         type: bool
         default: false
       cstate_script:
-        description: Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required with O(tuning.c2_disable).
+        description: Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required with
+          O(tuning.c2_disable).
         type: str
   reboot:
     description:
       - The reboot variables of role C(topotune.instinct.kernel_tuning) (C(kernel_tuning_reboot_<name>)), checked first.
-      - O(reboot.step=pending) reads the pending-reboot record and the running command line, read-only, and returns
-        what a reboot would bring (RV(reboot)). O(reboot.step=verify), after the reboot, fails naming what the running
+      - O(reboot.step=pending) reads the pending-reboot record and the running command line, read-only, and returns what
+        a reboot would bring (RV(reboot)). O(reboot.step=verify), after the reboot, fails naming what the running
         command line still lacks (with a C(reason) for the Slurm drain) and otherwise removes the record.
     type: dict
     suboptions:
       step:
-        description: See above.
+        description: The step of C(playbooks/reboot.yml) (see O(reboot)).
         type: str
-        choices: [pending, verify]
         required: true
+        choices: [pending, verify]
       batch:
-        description: C(kernel_tuning_reboot_batch).
+        description:
+          - >-
+            Nodes rebooted at once (the reboot play's C(serial)): a count (C(2)), a percentage of the play's nodes
+            (C(10%)), or a list of either (C([1, "25%"])).
+          - A play keyword, templated before any host exists, so inventory variables do not reach it; set it with C(-e)
+            or in the play.
         type: raw
       max_fail_percentage:
-        description: C(kernel_tuning_reboot_max_fail_percentage).
+        description:
+          - Percentage of a batch that may fail before the remaining batches are cancelled (the reboot play's
+            C(max_fail_percentage)); C(0) stops at the first failed node, and a batch that fails entirely always stops
+            the run.
+          - A play keyword, as O(reboot.batch) (C(-e) or the play, not the inventory).
         type: raw
       via:
-        description: C(kernel_tuning_reboot_via).
+        description:
+          - C(none) reboots directly; C(slurm) drains the node (C(scontrol update State=DRAIN)), waits until C(sinfo)
+            reports it C(drained), reboots, checks the running command line, then resumes it (C(State=RESUME)).
+          - A failed step leaves the node drained with a reason naming the step.
         type: str
         default: none
       slurm_node:
-        description: C(kernel_tuning_reboot_slurm_node).
+        description: The node's Slurm NodeName.
         type: str
       drain_timeout:
-        description: C(kernel_tuning_reboot_drain_timeout).
+        description: Seconds to wait for the node's running jobs to end after the drain (C(DRAINING) to C(DRAINED))
+          before giving up.
         type: raw
       drain_poll:
-        description: C(kernel_tuning_reboot_drain_poll).
+        description: Seconds between two C(sinfo) polls while the node drains.
         type: raw
       command:
-        description: C(kernel_tuning_reboot_command); a node whose kernel state is under a sysroot is rebooted only with one.
+        description:
+          - Command that reboots the node; empty uses C(ansible.builtin.reboot)'s own (C(shutdown -r)).
+          - >-
+            A node whose kernel state is read under a sysroot (a simulated node) is rebooted only with an explicit
+            command: there the tests stand in for the reboot syscall (C(tests/integration/test_rolling_reboot.py)).
         type: str
         default: ""
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -258,11 +293,13 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
 from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join, read_text
 from ansible_collections.topotune.instinct.plugins.module_utils.state import kernel_runtime as plan
 from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import (
     BOOTLOADERS,
+    OPTIONS,
     KernelRuntimeError,
     apply_writes,
     parse_grubby_args,
@@ -436,30 +473,7 @@ class KernelRuntime:
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "sysctl": {"type": "dict", "default": {}},
-            "cpuidle": {"type": "dict", "default": {}},
-            "sysroot": {"type": "path", "default": "/"},
-            "bootloader": {"type": "str", "choices": list(BOOTLOADERS)},
-            "tuning": {"type": "dict", "options": {
-                "numa_balancing_disable": {"type": "bool", "default": True},
-                "sysctl": {"type": "list", "elements": "raw", "default": []},
-                "cmdline": {"type": "list", "elements": "raw", "default": []},
-                "cmdline_extra": {"type": "list", "elements": "raw", "default": []},
-                "c2_disable": {"type": "bool", "default": False},
-                "cstate_script": {"type": "str"},
-            }},
-            "reboot": {"type": "dict", "options": {
-                "step": {"type": "str", "choices": ["pending", "verify"], "required": True},
-                "batch": {"type": "raw"},
-                "max_fail_percentage": {"type": "raw"},
-                "via": {"type": "str", "default": "none"},
-                "slurm_node": {"type": "str"},
-                "drain_timeout": {"type": "raw"},
-                "drain_poll": {"type": "raw"},
-                "command": {"type": "str", "default": ""},
-            }},
-        },
+        argument_spec=argument_spec(OPTIONS),
         mutually_exclusive=[("tuning", "reboot")],
         supports_check_mode=True,
     )

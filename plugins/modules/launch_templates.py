@@ -25,35 +25,81 @@ description:
   - Env files of sizes no longer configured are removed. GPUs whose NUMA node is unknown (C(numa_node -1))
     are left unbound with a warning rather than bound to a guessed node. Sizes that do not divide the GPU
     count are skipped with a warning.
+# BEGIN generated options: plugins/module_utils/launch/render.py (scripts/gen-options)
 options:
-  topology:
-    description:
-      - The topology model returned by M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after
-        C(playbooks/topology.yml)). Its C(cpu_topology) gives Slurm core indices and L3 domains.
-      - Empty, the node's model is discovered in the same task (M(topotune.instinct.gpu_topology) under O(sysroot),
-        C(/) when that is empty), after every other option is checked.
-    type: dict
-    default: {}
-  sysroot:
-    description:
-      - Root of the node's sysfs, read for the RDMA NICs and the PCIe switch each sits below
-        (C(sys/class/infiniband/*/device)). When every GPU has exactly one NIC below its own PCIe switch or root
-        port, each group's env file gets C(NCCL_IB_HCA) = C(=) and its GPUs' NICs in GPU order with their ACTIVE
-        ports (RCCL reads it), and C(NCCL_IB_GID_INDEX) = the index of those ports' RoCE v2 GID when they agree;
-        otherwise none is written and the README says why. A value in O(extra_env) always wins.
-      - Set to an empty string to skip the NIC lookup.
-    type: path
-    default: /
   sizes:
-    description: Group sizes to generate (each should divide the GPU count; 1, 2, 4, 8 are typical).
+    description: >-
+      Group sizes to generate: GPUs grouped so collectives stay on the fastest xGMI links. Each size should divide the
+      node's GPU count (1, 2, 4, 8 are typical); sizes that do not are skipped with a warning (63-partition nodes, for
+      example).
     type: list
     elements: int
     default: [2, 4, 8]
   default_size:
-    description: Size the wrapper uses without C(--size)/C(TOPOTUNE_GROUP_SIZE); default the smallest size.
+    description: Size the wrapper uses without C(--size) or C(TOPOTUNE_GROUP_SIZE); null takes the smallest generated
+      size.
     type: int
+  visible_devices_env:
+    description: >-
+      Variable restricting the GPUs a rank sees: C(ROCR_VISIBLE_DEVICES) (AMD's advice on Linux),
+      C(HIP_VISIBLE_DEVICES), or C(none) (sets and unsets nothing). Only one is set, since HIP indexes apply after the
+      ROCR filter: the wrapper unsets the others, Slurm's C(CUDA_VISIBLE_DEVICES) and C(GPU_DEVICE_ORDINAL) included.
+    type: str
+    default: ROCR_VISIBLE_DEVICES
+    choices: [ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, none]
+  visible_devices_scope:
+    description: C(group) makes all GPUs of the rank's group (or step) visible in group order and the rank uses device
+      C(LOCAL_RANK) (torchrun style; peers stay visible for RCCL IPC); C(rank) makes only the rank's GPU visible, as
+      device 0 (LUMI's C(select_gpu) style).
+    type: str
+    default: group
+    choices: [group, rank]
+  cpu_binding:
+    description: C(numa) binds each rank to the CPUs of its GPU's NUMA node and memory to that node; C(l3) binds CPUs to
+      the GPU's L3 domain(s) (each NUMA node's L3 domains shared out among its GPUs in index order, as Frontier's table;
+      O(cpu_map) overrides), memory to the NUMA node; C(none) only sets the environment.
+    type: str
+    default: numa
+    choices: [numa, l3, none]
+  cpu_map:
+    description: >-
+      GPU index to a cpulist overriding the derived L3 set of that GPU with O(cpu_binding=l3), for example C({4:
+      "1-7,65-71"}).
+    type: dict
+    default: {}
+  reserved_cpus:
+    description:
+      - CPUs no rank is bound to (system or low-noise cores), a cpulist such as C(0,8,16); Frontier's core
+        specialization keeps the first core of every L3 region (C(0,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120)).
+      - >-
+        Slurm core specialization (C(CoreSpecCount), C(CpuSpecList)) needs nothing here: the wrapper keeps within the
+        job's CPUs anyway.
+    type: str
+    default: ""
+  membind:
+    description: Also bind memory to the GPU's NUMA node (C(numactl --membind)).
+    type: bool
+    default: true
+  extra_env:
+    description: >-
+      Extra variables C({NAME: "value"}) for the wrapper's table and every env file (values limited to
+      C([A-Za-z0-9_,.:/=+@%-])); one set here wins over the C(NCCL_IB_HCA) and C(NCCL_IB_GID_INDEX) found from the
+      node's NICs.
+    type: dict
+    default: {}
+  gres:
+    description: Write the Slurm C(gres.conf) fragment (C(gres.conf) in O(dest)).
+    type: bool
+    default: true
+  gres_type:
+    description: >-
+      Slurm GRES C(Type=) of every GPU line: C(auto) is the node's GPU generation in lower case (C(mi300x), C(mi250x),
+      ...; the model's C(identity), from C(knowledge/gpu_generations.yml)), empty for none, or a name of your own;
+      slurm.conf's C(Gres=) must use the same type.
+    type: str
+    default: ""
   dest:
-    description: Directory for the table, the env files, C(gres.conf) and C(README).
+    description: Directory of the wrapper's table, the env files, C(gres.conf) and C(README).
     type: path
     default: /etc/topotune/launch
   wrapper_path:
@@ -61,9 +107,8 @@ options:
     type: path
     default: /usr/local/bin/topotune-bind
   wrapper_content:
-    description:
-      - Content of the binding wrapper (the role's C(files/topotune-bind)); its default table path is pointed at
-        O(dest). Without it the wrapper is not written (only its table and the other files).
+    description: Content of the binding wrapper (the role's C(files/topotune-bind)); its default table path is pointed
+      at O(dest). Without it the wrapper is not written (only its table and the other files).
     type: str
   dev_dir:
     description:
@@ -71,66 +116,37 @@ options:
         which GPUs the process can open.
       - Default C(<sysroot>/dev), so C(/dev) on a real node and the profile's C(dev) on a simulated one.
     type: path
-  visible_devices_env:
-    description:
-      - Variable that restricts the GPUs a rank sees. AMD documents C(ROCR_VISIBLE_DEVICES) for Linux;
-        C(HIP_VISIBLE_DEVICES) indexes are applied after it, so only one is set (the wrapper unsets the others,
-        Slurm's C(CUDA_VISIBLE_DEVICES) and C(GPU_DEVICE_ORDINAL) included). C(none) sets and unsets nothing.
-    type: str
-    choices: [ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, none]
-    default: ROCR_VISIBLE_DEVICES
-  visible_devices_scope:
-    description:
-      - C(group) makes all GPUs of the rank's group (or step) visible in group order (the application selects
-        device C(LOCAL_RANK); peers stay visible for RCCL IPC); C(rank) makes only the rank's GPU visible (device 0).
-    type: str
-    choices: [group, rank]
-    default: group
-  cpu_binding:
-    description:
-      - C(numa) binds CPUs and memory to the GPU's NUMA node; C(l3) binds CPUs to the GPU's L3 domain(s) (the
-        NUMA node's L3 domains shared out among its GPUs in index order; O(cpu_map) overrides), memory to the
-        NUMA node; C(none) only sets the environment.
-    type: str
-    choices: [numa, l3, none]
-    default: numa
-  cpu_map:
-    description: GPU index to cpulist, overriding the derived L3 set of that GPU with O(cpu_binding=l3).
-    type: dict
-    default: {}
-  reserved_cpus:
-    description:
-      - CPUs no rank is bound to (system or low-noise cores, e.g. Frontier's first core of every L3 region).
-        Slurm core specialization needs nothing here, since the wrapper keeps within the job's CPUs anyway.
-    type: str
-    default: ""
-  membind:
-    description: Also bind memory (C(--membind)) to the GPU's NUMA node.
-    type: bool
-    default: true
-  extra_env:
-    description: Extra variables added to the wrapper's table and every env file (values limited to C([A-Za-z0-9_,.:/=+@%-])).
-    type: dict
-    default: {}
-  gres:
-    description: Write the Slurm C(gres.conf) fragment C(<dest>/gres.conf).
-    type: bool
-    default: true
-  gres_type:
-    description:
-      - Slurm GRES C(Type=) for every GPU line; C(auto) is the node's GPU generation in lower case (C(mi300x), from the
-        model's C(identity)), empty for none.
-    type: str
-    default: ""
   node_name:
-    description:
-      - Slurm node name of the gres.conf lines (C(NodeName=<name> AutoDetect=off ...); slurmd skips lines of other
-        names) and of the C(slurm.conf) line in its comments; default the short host name.
+    description: Slurm node name of the gres.conf lines (C(NodeName=<name> AutoDetect=off ...); slurmd skips lines of
+      other names) and of the C(slurm.conf) line in its comments; default the short host name.
     type: str
   header:
-    description: First comment line of every file (the role passes C(ansible_managed)).
+    description: First comment line of every file.
     type: str
     default: "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."
+  topology:
+    description:
+      - The topology model of M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after
+        C(playbooks/topology.yml)); its C(cpu_topology) gives Slurm core indices and L3 domains.
+      - >-
+        Empty, the node's model is discovered in the same task (M(topotune.instinct.gpu_topology) under O(sysroot), C(/)
+        when that is empty), after every other option is checked. The role passes the first model of its chain: this
+        variable, else C(topotune_topology) (a model the inventory gives), else the play's C(topotune_discovery) (the
+        C(topotune.instinct.node_topology) filter).
+    type: dict
+    default: {}
+  sysroot:
+    description:
+      - >-
+        Root under which the node's sysfs is read (C(/) on a real node, C(/sim) on a simulated one): its topology when
+        none is given, and the RDMA NICs with the PCIe switch each sits below (C(sys/class/infiniband/*/device)).
+      - When every GPU has exactly one NIC below its own PCIe switch or root port, each group's env file gets
+        C(NCCL_IB_HCA) = C(=) and its GPUs' NICs in GPU order with their ACTIVE ports (RCCL reads it), and
+        C(NCCL_IB_GID_INDEX) = the index of those ports' RoCE v2 GID when they agree; otherwise none is written and the
+        README says why. A value in O(extra_env) always wins. An empty string skips the NIC lookup.
+    type: path
+    default: /
+# END generated options
 notes:
   - Every option is checked before the node is read or written (discovery included), the message naming the option
     and the variable of role C(topotune.instinct.launch_templates) it comes from.
@@ -201,15 +217,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import launch_rdma_options
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.files import commit_all, diff_entry, differs, read_text, stage_all
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
 from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join
-from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import (
-    CPU_BINDINGS,
-    ENV_FILE,
-    SCOPES,
-    VISIBLE_ENVS,
-    render,
-    validate_options,
-)
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import ENV_FILE, OPTIONS, render, validate_options
 
 
 class LaunchTemplates:
@@ -219,10 +229,8 @@ class LaunchTemplates:
         self.as_root = os.geteuid() == 0
 
     def run(self):
-        options = {k: self.params[k] for k in (
-            "sizes", "default_size", "dest", "wrapper_path", "wrapper_content", "dev_dir", "visible_devices_env",
-            "visible_devices_scope", "cpu_binding", "cpu_map", "reserved_cpus", "membind", "extra_env", "gres",
-            "gres_type", "node_name", "header")}
+        # the renderer's options: all but the node's model and root
+        options = {k: v for k, v in self.params.items() if k in OPTIONS and k not in ("topology", "sysroot")}
         if not options["node_name"]:
             options["node_name"] = socket.gethostname().split(".")[0] or "NODE"
         if not options["dev_dir"]:
@@ -273,29 +281,7 @@ class LaunchTemplates:
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "topology": {"type": "dict", "default": {}},
-            "sysroot": {"type": "path", "default": "/"},
-            "sizes": {"type": "list", "elements": "int", "default": [2, 4, 8]},
-            "default_size": {"type": "int"},
-            "dest": {"type": "path", "default": "/etc/topotune/launch"},
-            "wrapper_path": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
-            "wrapper_content": {"type": "str"},
-            "dev_dir": {"type": "path"},
-            # the choices are launch_render's (tests/unit/roles/test_argument_specs.py: the role's argument_specs match)
-            "visible_devices_env": {"type": "str", "default": "ROCR_VISIBLE_DEVICES", "choices": list(VISIBLE_ENVS)},
-            "visible_devices_scope": {"type": "str", "default": "group", "choices": list(SCOPES)},
-            "cpu_binding": {"type": "str", "default": "numa", "choices": list(CPU_BINDINGS)},
-            "cpu_map": {"type": "dict", "default": {}},
-            "reserved_cpus": {"type": "str", "default": ""},
-            "membind": {"type": "bool", "default": True},
-            "extra_env": {"type": "dict", "default": {}},
-            "gres": {"type": "bool", "default": True},
-            "gres_type": {"type": "str", "default": ""},
-            "node_name": {"type": "str"},
-            "header": {"type": "str",
-                       "default": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten."},
-        },
+        argument_spec=argument_spec(OPTIONS),
         supports_check_mode=True,
     )
     try:

@@ -22,27 +22,26 @@ description:
   - The file is written atomically (a dot-named temp file, which nfd-worker skips, renamed over it), root-owned
     C(0644), only when its content or attributes differ. Check mode and diff supported.
 version_added: "0.2.0"
+# BEGIN generated options: plugins/module_utils/checks/nfd_labels.py (scripts/gen-options)
 options:
   path:
-    description: The feature file.
+    description: The feature file, in the directory nfd-worker's local source reads (C(features.d/); files whose name
+      starts with a dot are skipped).
     type: path
     default: /etc/kubernetes/node-feature-discovery/features.d/topotune
   prefix:
-    description:
-      - Label prefix (a DNS subdomain). nfd-master accepts sub-namespaces of C(feature.node.kubernetes.io)
-        without further configuration.
+    description: Label prefix, a DNS subdomain; sub-namespaces of C(feature.node.kubernetes.io) need no nfd-master
+      configuration.
     type: str
     default: topotune.feature.node.kubernetes.io
   topology:
-    description:
-      - The C(topotune.instinct.gpu_topology) model of the node (its C(topology) result). Empty reads the KFD
-        topology under O(sysroot) (a model that cannot be read gives C(unknown) labels and a warning).
+    description: The C(topotune.instinct.gpu_topology) model of the node (its C(topology) result). Empty reads the KFD
+      topology under O(sysroot) (a model that cannot be read gives C(unknown) labels and a warning).
     type: dict
     default: {}
   checks:
-    description:
-      - The C(topotune.instinct.platform_checks) result (C(generation), C(summary)), as the role's
-        C(platform_checks_report). Empty gives C(unknown) check labels.
+    description: The C(topotune.instinct.platform_checks) result (C(generation), C(summary)), as the role's
+      C(platform_checks_report). Empty gives C(unknown) check labels.
     type: dict
     default: {}
   sysroot:
@@ -52,8 +51,9 @@ options:
   state:
     description: C(absent) removes the file.
     type: str
-    choices: [present, absent]
     default: present
+    choices: [present, absent]
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -101,9 +101,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.checks.nfd_labels import check_prefix, node_labels, render
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.nfd_labels import OPTIONS, check_prefix, node_labels, render
 from ansible_collections.topotune.instinct.plugins.module_utils.core import files, sysroot
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
 from ansible_collections.topotune.instinct.plugins.module_utils.core.version import COLLECTION_VERSION
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
@@ -160,14 +161,7 @@ class NfdFeatures:
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "default": "/etc/kubernetes/node-feature-discovery/features.d/topotune"},
-            "prefix": {"type": "str", "default": "topotune.feature.node.kubernetes.io"},
-            "topology": {"type": "dict", "default": {}},
-            "checks": {"type": "dict", "default": {}},
-            "sysroot": {"type": "path", "default": "/"},
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        },
+        argument_spec=argument_spec(OPTIONS),
         supports_check_mode=True,
     )
     try:

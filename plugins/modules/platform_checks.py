@@ -20,10 +20,12 @@ description:
     slider, cTDP, xGMI, GMI folding, APBDIS, DF C-states, TSME, SR-IOV, ...) are reported C(unknown) with the value
     to attest in BIOS setup, never guessed. They come from AMD's table for the generation and, for MI3xx, its table
     for the node's role (O(virtualization_host)).
-  - Never changes the node; C(changed) is always false.
+  - Changes nothing on the node but the record of its options (O(record)); C(changed) says whether the record
+    changed.
   - Check ids follow ROCm CVS C(cvs/tests/platform/host_configs_cvs.py) (key C(cvs) names the CVS test).
   - Run as a task, the options are checked on the controller first, by the action of the same name with the module's
     own check, so a wrong one is named before anything reaches the node.
+# BEGIN generated options: plugins/module_utils/checks/platform_checks.py (scripts/gen-options)
 options:
   sysroot:
     description: Directory under which sysfs/procfs are read (C(/) on a real node, C(/sim) on a simulated one).
@@ -32,85 +34,102 @@ options:
   knowledge:
     description:
       - The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically
-        C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node,
-        which does not have the collection's data files.
+        C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node, which does not
+        have the collection's data files.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
         C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
         that mean passthrough; without it they run with built-in defaults and no source.
       - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
         kernel log patterns, power managers); without it the GPU health checks (C(gpu_partition_mode),
-        C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency),
-        C(power_managers)) are left out.
-      - The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and the
-        file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).
+        C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency), C(power_managers)) are
+        left out.
+      - The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and the file
+        C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).
     type: dict
     required: true
+  fail_on:
+    description:
+      - >-
+        The level at or above which a check result stops the play: C(fail) (fail results only), C(warn) (warn or fail)
+        or C(never).
+      - The module names those results in RV(blocking) and never fails on a result itself; the role's enforcement fails
+        the play on them (not in check mode, which only reports them).
+    type: str
+    default: fail
+    choices: [fail, warn, never]
   generation:
-    description: Force the generation by name (for example C(MI300X)) instead of detecting it from PCI device ids.
+    description: Force the GPU generation by name (a name in C(knowledge/gpu_generations.yml), for example C(MI300X))
+      instead of identifying it from the PCI device ids; empty identifies it.
     type: str
   gpu_count:
-    description: GPUs (physical PCI devices; partitions count once) this node must show. C(0) uses the generation's value.
+    description: GPUs (physical PCI devices; partitions count once) the node must show; C(0) uses the generation's
+      C(devices_per_node).
     type: int
     default: 0
   expected:
     description:
-      - What every node of the group must run, so that a uniformly wrong fleet fails (cross-node consistency only
-        finds the odd node). Keys left out are not checked; each key set is a check of its own.
-      - C(rocm_version) (check C(expected_rocm_version)), C(kernel_release) (C(expected_kernel_release)),
-        C(os_release) (C(expected_os_release), C(ID VERSION_ID) of C(etc/os-release), for example C(ubuntu 22.04)),
-        C(bios_version) (C(bios_version), which otherwise reports the version and accepts any), C(vbios)
-        (C(expected_vbios), every GPU), C(firmware) (C(expected_firmware), a mapping of amdgpu C(fw_version) file
-        names such as C(mec) or C(sos) to versions, every GPU), each a string (an C(fnmatch) pattern such as
-        C(6.4.*)) or a list of accepted strings; C(min_online_memory_gib) (C(expected_online_memory)), the online
-        system memory the node must have.
+      - What every node of the group must run, so that a uniformly wrong fleet fails (cross-node consistency only finds
+        the odd node). Keys left out are not checked; each key set is a check of its own.
+      - C(rocm_version) (check C(expected_rocm_version)), C(kernel_release) (C(expected_kernel_release)), C(os_release)
+        (C(expected_os_release), C(ID VERSION_ID) of C(etc/os-release), for example C(ubuntu 22.04)), C(bios_version)
+        (C(bios_version), which otherwise reports the version and accepts any), C(vbios) (C(expected_vbios), every GPU),
+        C(firmware) (C(expected_firmware), a mapping of amdgpu C(fw_version) file names such as C(mec) or C(sos) to
+        versions, every GPU), each a string (an C(fnmatch) pattern such as C(6.4.*)) or a list of accepted strings;
+        C(min_online_memory_gib) (C(expected_online_memory)), the online system memory the node must have.
     type: dict
     default: {}
   cpu_governor:
-    description: Expected CPU frequency governor; empty uses the knowledge file's value.
+    description: Expected CPU frequency governor; empty uses the one of C(knowledge/gpu_generations.yml)
+      (C(performance)).
     type: str
     default: ""
   transparent_hugepage:
-    description: Expected transparent hugepage mode; empty uses the knowledge file's value.
+    description: Expected transparent hugepage mode; empty uses the one of C(knowledge/gpu_generations.yml) (C(always)).
     type: str
     default: ""
   virtualization_host:
     description:
-      - The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS tables
-        in ROCm/system-acceptance-docs C(docs/common/bios-settings.md). For a virtualization host SR-IOV, Resizable
-        BAR, SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.
+      - The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS tables in
+        ROCm/system-acceptance-docs C(docs/common/bios-settings.md). For a virtualization host SR-IOV, Resizable BAR,
+        SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.
       - With C(true) the BIOS items to attest follow the virtualization table, C(iommu_state) requires the IOMMU on
         whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.
     type: bool
     default: false
   pending_cmdline:
-    description:
-      - Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
-        C(kernel_tuning_cmdline_pending) as it is (its C(+param) entries are configured parameters, its C(-param)
-        ones removals and ignored here). A required parameter listed here is reported C(warn) (pending
-        reboot) instead of C(fail).
+    description: Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
+      C(kernel_tuning_cmdline_pending) as it is (its C(+param) entries are configured parameters, its C(-param) ones
+      removals and ignored here). A required parameter listed here is reported C(warn) (pending reboot) instead of
+      C(fail).
     type: list
     elements: str
     default: []
   skip:
-    description: Check ids to leave out of the results.
+    description: Check ids to leave out of the results (for example C([smt]) when SMT is on on purpose).
     type: list
     elements: str
     default: []
-  fail_on:
-    description:
-      - The level at or above which a result stops the play (C(fail), C(warn) or C(never)); RV(blocking) lists those
-        results. The module itself never fails on a result.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
   report_dir:
     description:
-      - The controller directory the caller writes the report to (role C(platform_checks), C(platform_checks_report_dir));
-        the module writes nothing there and only checks it, with the other options, before it reads the node. It must be
-        empty (no report) or an absolute controller path (C(~) is the controller user's home).
+      - Controller directory of the per-node JSON report C(<inventory_hostname>.json) (the layout
+        C(playbooks/report.yml) reads under C(out/checks/)); empty writes no file. It must be empty or an absolute
+        controller path (C(~) is the controller user's home).
+      - >-
+        The role writes the report; the module only checks the directory, with the other options, before it reads the
+        node. The role's default is C(checks/) under the report directory of the run: the one the collection's playbooks
+        resolve (C(topotune_report_dir), else C(out/)), else C(topotune_report_dir) when the role runs in a play of your
+        own; no file when neither is there.
     type: str
     default: ""
+  record:
+    description: Also record the options the checks ran with (O(generation), O(gpu_count), O(expected), O(cpu_governor),
+      O(transparent_hugepage), O(virtualization_host), O(skip)) in C(/etc/topotune/platform-checks.json) (atomically,
+      root-owned C(0644), only when they differ; check mode and diff), where the node-local drift check of role
+      C(topotune.instinct.drift_exporter) reads them.
+    type: bool
+    default: false
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -118,7 +137,8 @@ attributes:
   check_mode:
     support: full
   diff_mode:
-    support: none
+    support: full
+    details: The record of the options (O(record)).
   idempotent:
     support: full
 """
@@ -225,17 +245,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import (
-    FAIL_ON,
+    CHECK_OPTIONS,
     OPTIONS,
-    argument_spec,
+    RECORD,
+    PlatformChecksError,
     blocking,
     check_role_options,
     gather,
     node_identity,
+    record_text,
     run_checks,
     summarize,
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
+from ansible_collections.topotune.instinct.plugins.module_utils.state.file_set import converge
 
 
 class PlatformChecks:
@@ -248,14 +272,23 @@ class PlatformChecks:
         if not isinstance(knowledge.get("generations"), list):
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")
-        options = {key: self.params[key] for key in OPTIONS}
+        options = {key: self.params[key] for key in CHECK_OPTIONS}
         # what a type cannot say, before the node is read (the message names the role variables)
         check_role_options(dict(options, **{key: self.params[key] for key in ("sysroot", "report_dir", "fail_on")}))
         facts = gather(self.params["sysroot"])
         results = run_checks(facts, knowledge, options)
         identity = node_identity(facts, knowledge, options)
+        record = {"changed": False, "diff": []}
+        if self.params["record"]:
+            try:
+                record = converge(self.module, [{"path": RECORD, "content": record_text(options), "mode": "0644"}],
+                                  check_mode=self.module.check_mode)
+            except OSError as err:
+                raise PlatformChecksError("cannot record the options in %s: %s (the checks ran: fix the file system, "
+                                          "or run without record)" % (RECORD, err.strerror or err)) from None
         return {
-            "changed": False,
+            "changed": record["changed"],
+            "diff": record["diff"],
             "results": results,
             "summary": summarize(results),
             "blocking": blocking(results, self.params["fail_on"]),
@@ -269,13 +302,7 @@ class PlatformChecks:
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "sysroot": {"type": "path", "default": "/"},
-            "knowledge": {"type": "dict", "required": True},
-            **argument_spec(),
-            "fail_on": {"type": "str", "default": "fail", "choices": list(FAIL_ON)},
-            "report_dir": {"type": "str", "default": ""},
-        },
+        argument_spec=argument_spec(OPTIONS),
         supports_check_mode=True,
     )
     try:

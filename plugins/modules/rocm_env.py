@@ -24,29 +24,43 @@ description:
   - The decision is C(plugins/plugin_utils/env/rules.py) C(role_plan); the files start with the play's
     C(ansible_managed) as a comment (default C(Ansible managed)).
 version_added: "0.3.0"
+# BEGIN generated options: plugins/plugin_utils/env/rules.py (scripts/gen-options)
 options:
   profile:
-    description: Named profile of C(knowledge/env_profiles.yml); its data (C(fabric), C(debug)) decides how it behaves.
+    description: Named profile of C(knowledge/env_profiles.yml) (C(xgmi-training), C(rdma-training), C(inference),
+      C(debug)); its data (C(fabric), C(debug)) decides how it behaves.
     type: str
     required: true
   overrides:
-    description: 'Extra or changed variables C({NAME: "value"}); C(null) removes a profile variable.'
+    description: >-
+      Extra or changed variables C({NAME: "value"}); C(null) removes a profile variable. Every one is validated
+      (C(knowledge/env_vars.yml)): harmful ones are refused, outdated or misapplied ones warned about.
     type: dict
     default: {}
   allow:
-    description: 'Per-variable escape hatch C({NAME: "reason"}) for rules marked allowable; every reason must be a non-empty string.'
+    description: >-
+      Per-variable escape hatch C({NAME: "why you need it"}) for rules marked allowable, each reason a non-empty string:
+      a refusal becomes a warning, a warning a note. Values that would break a shell or env file are never allowed.
     type: dict
     default: {}
   rocm_version:
-    description: ROCm version of the node; empty takes O(discovery)'s, else the one gpu_topology reads.
+    description: ROCm version of the node (C(6.2.1)); empty takes the one of the play's C(topotune_discovery), else the
+      one M(topotune.instinct.gpu_topology) reads from C(/opt/rocm/.info/version) under O(sysroot); when that is missing
+      too, the version-gated drops (C(HIP_FORCE_DEV_KERNARG) >= 6.2, MSCCL knobs >= 7.13) are skipped with a note.
     type: str
     default: ""
   fabric:
-    description: Inter-node fabric (C(rdma), C(socket), C(none)); empty takes the profile's C(fabric) data.
+    description: >-
+      Inter-node fabric, C(rdma), C(socket) or C(none); empty takes the profile's C(fabric) data
+      (C(knowledge/env_profiles.yml); C(rdma-training): C(rdma)).
     type: str
     default: ""
   topology:
-    description: The role's topology model (C(rocm_env_topology)); empty for none.
+    description: The role's topology model (the C(gpu_topology) shape); empty uses C(topotune_topology) (a model the
+      inventory gives), else the play's C(topotune_discovery) (C(playbooks/topology.yml)), else runs
+      M(topotune.instinct.gpu_topology). Rules read its GPUs' gfx targets, its links (C(HSA_FORCE_FINE_GRAIN_PCIE) is
+      warned about only where every GPU pair has a direct xGMI link) and the lowest MEC firmware version
+      (C(HSA_NO_SCRATCH_RECLAIM)).
     type: dict
     default: {}
   inventory_topology:
@@ -58,21 +72,24 @@ options:
     type: dict
     default: {}
   sysroot:
-    description: Root under which gpu_topology reads sysfs and C(/opt/rocm/.info/version).
+    description: Root under which M(topotune.instinct.gpu_topology) reads sysfs and C(/opt/rocm/.info/version) (C(/) on
+      a real node, C(/sim) on a simulated one).
     type: str
     default: /
   profile_d:
-    description: Write C(/etc/profile.d/topotune-rocm.sh) (false plans its removal).
+    description: Write C(/etc/profile.d/topotune-rocm.sh) for login shells (false plans its removal).
     type: bool
     default: true
   env_dir:
-    description: Directory of the env file, an absolute path of C([A-Za-z0-9_./-]).
+    description: Directory of the C(KEY=VALUE) env file (for C(docker --env-file) and systemd C(EnvironmentFile=)), an
+      absolute path of C([A-Za-z0-9_./-]).
     type: raw
     default: /etc/topotune/env
   fail_on_refusal:
-    description: Fail when a variable is refused (false reports the refusals and plans the rest).
+    description: Fail when a variable is refused (false reports the refusals and renders the rest).
     type: bool
     default: true
+# END generated options
 extends_documentation_fragment:
   - topotune.instinct.attributes
 attributes:

@@ -65,6 +65,14 @@ def test_governor(host, profile):
     assert "ExecStart=/bin/sh /usr/local/sbin/topotune-cpu-governor performance all /sim/sys/devices/system/cpu" in unit
 
 
+def test_record_keeps_the_converge_options(host):
+    """The enforcing run (other skip, platform_checks_record: false) left the converge's record alone."""
+    record = host.file("/etc/topotune/platform-checks.json")
+    assert record.user == "root" and record.mode == 0o644
+    data = json.loads(record.content_string)
+    assert data["skip"] == [] and data["virtualization_host"] is False
+
+
 def test_report_is_complete(report, name):
     assert report["host"] == name
     for res in report["results"]:

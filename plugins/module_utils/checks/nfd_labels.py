@@ -4,6 +4,8 @@
     The label names (without prefix) and values of a node, each value valid for Kubernetes.
 ``render(labels, prefix)``
     The NFD local feature file: one ``<prefix>/<name>=<value>`` line per label, sorted, after a comment header.
+``OPTIONS``
+    The nfd_features module's options and role platform_checks' ``platform_checks_nfd_*`` variables, declared once.
 ``check_prefix(prefix)`` / ``check_name(name)`` / ``label_value(text)``
     The Kubernetes rules (k8s.io/apimachinery validation: qualified names and label values): a prefix is a DNS
     subdomain (lower-case RFC 1123 labels joined by dots, at most 253 characters), a name and a value at most 63
@@ -32,6 +34,50 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 # partitions per physical GPU -> mode, when a partition has more than one XCC
 _MODE_BY_COUNT = {1: "SPX", 2: "DPX", 3: "TPX", 4: "QPX"}
 UNKNOWN = "unknown"
+
+# The options of the nfd_features module and the nfd_* variables of role platform_checks, declared once
+# (module_utils/core/options.py; scripts/gen-options generates their documentation).
+OPTIONS = {
+    "enabled": {
+        "type": "bool", "default": False, "role_only": True,
+        "description": [
+            "Write the node's topology and check labels (GPU generation and count, compute and memory partition "
+            "mode, xGMI hives, NUMA nodes, checks passing and failing count, topotune version) as a Node Feature "
+            "Discovery local feature file (C(docs/fleet-reboots.md), \"Node Feature Discovery\").",
+            "Off by default: only nodes running nfd-worker need it.",
+        ],
+    },
+    "path": {
+        "type": "path", "default": "/etc/kubernetes/node-feature-discovery/features.d/topotune",
+        "description": "The feature file, in the directory nfd-worker's local source reads (C(features.d/); files "
+                       "whose name starts with a dot are skipped).",
+        "role": {"type": "str"},
+    },
+    "prefix": {
+        "type": "str", "default": "topotune.feature.node.kubernetes.io",
+        "description": "Label prefix, a DNS subdomain; sub-namespaces of C(feature.node.kubernetes.io) need no "
+                       "nfd-master configuration.",
+    },
+    "topology": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "The C(topotune.instinct.gpu_topology) model of the node (its C(topology) result). Empty reads "
+                       "the KFD topology under O(sysroot) (a model that cannot be read gives C(unknown) labels and a "
+                       "warning).",
+    },
+    "checks": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "The C(topotune.instinct.platform_checks) result (C(generation), C(summary)), as the role's "
+                       "C(platform_checks_report). Empty gives C(unknown) check labels.",
+    },
+    "sysroot": {
+        "type": "path", "default": "/", "role": False,
+        "description": "Directory under which the GPUs' sysfs partition files are read.",
+    },
+    "state": {
+        "type": "str", "choices": ["present", "absent"], "default": "present", "role": False,
+        "description": "C(absent) removes the file.",
+    },
+}
 
 
 class LabelError(TopotuneError):

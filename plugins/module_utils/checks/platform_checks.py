@@ -24,11 +24,18 @@ Public API (standard library only, Python 3.8+):
     ``role_option_problems`` returns the messages.
 ``FAIL_ON``, ``blocking(results, fail_on)``
     The ids of the results at or above ``fail_on`` (``fail``, ``warn`` or ``never``): what stops the play.
+``OPTIONS``, ``CHECK_OPTIONS``
+    The module's options and the role's variables, declared once (``module_utils/core/options.py``); the names of
+    those ``run_checks`` takes (the flags of ``bin/topotune checks``).
+``RECORD``, ``RECORDED``, ``record_text(options)``, ``read_record(path=RECORD)``
+    The node-side record of the options the checks ran with (``RECORDED``: ``CHECK_OPTIONS`` but the pending kernel
+    parameters), which the node-local drift check reads: its text, and its options (None without a record).
 
 Check ids follow ROCm/cvs ``cvs/tests/platform/host_configs_cvs.py`` (``test_check_<id>``) where CVS has
 the check; the ``cvs`` key names the CVS test.
 """
 
+import json
 import os
 import re
 
@@ -41,30 +48,179 @@ from . import expected_values, gpu_health, pcie_health
 from .expected_values import check_expected
 
 STATUSES = ("pass", "warn", "fail", "unknown")
-# The check engine's options, declared once: the platform_checks module's argument spec and the flags of
-# `bin/topotune checks` are built from here (``help`` is the CLI's; the module drops it).
+# The node-side record of the options the checks ran with (module option ``record``; the role sets it): the node-local
+# drift check (role drift_exporter, ``module_utils/state/drift_metrics.py``) judges the node by what bring-up used.
+RECORD = "/etc/topotune/platform-checks.json"
+# The statuses that stop the play for each platform_checks_fail_on value.
+FAIL_ON = {"fail": ("fail",), "warn": ("warn", "fail"), "never": ()}
+
+# The options of the platform_checks module and the variables of role platform_checks, declared once
+# (``module_utils/core/options.py``): the module's argument spec and the flags of `bin/topotune checks` are built from
+# here, the module's documentation and the role's argument specs, defaults and README table generated from here
+# (scripts/gen-options). The options with ``cli`` are the ones ``run_checks`` takes (``CHECK_OPTIONS``).
 OPTIONS = {
-    "generation": {"type": "str", "default": None,
-                   "help": "force the GPU generation by name (e.g. MI300X); default: identified from PCI device ids"},
-    "gpu_count": {"type": "int", "default": 0,
-                  "help": "GPUs (physical devices) the node must show; 0: the generation's devices_per_node"},
-    "expected": {"type": "dict", "default": {},
-                 "help": "pinned versions and sizes, a JSON or YAML file of platform_checks_expected's keys"},
-    "cpu_governor": {"type": "str", "default": "", "help": "expected CPU governor; empty: the knowledge file's"},
-    "transparent_hugepage": {"type": "str", "default": "",
-                             "help": "expected transparent hugepage mode; empty: the knowledge file's"},
-    "pending_cmdline": {"type": "list", "elements": "str", "default": [],
-                        "help": "kernel parameters configured but not yet booted (reported as pending, not missing); "
-                                "kernel_tuning's +param/-param entries are taken as they are"},
-    "virtualization_host": {"type": "bool", "default": False,
-                            "help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
-    "skip": {"type": "list", "elements": "str", "default": [], "help": "a check id to leave out (repeatable)"},
+    "sysroot": {
+        "type": "path", "default": "/",
+        "description": "Directory under which sysfs/procfs are read (C(/) on a real node, C(/sim) on a simulated one).",
+        "role": {"type": "str", "default": "{{ topotune_sysroot | default('/') }}"},
+    },
+    "knowledge": {
+        "type": "dict", "required": True, "role": False,
+        "description": [
+            "The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically "
+            "C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node, which "
+            "does not have the collection's data files.",
+            "Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks "
+            "(C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding), "
+            "C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
+            "types that mean passthrough; without it they run with built-in defaults and no source.",
+            "Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS "
+            "thresholds, kernel log patterns, power managers); without it the GPU health checks "
+            "(C(gpu_partition_mode), C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), "
+            "C(gpu_firmware_consistency), C(power_managers)) are left out.",
+            "The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and "
+            "the file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).",
+        ],
+    },
+    "fail_on": {
+        "type": "str", "default": "fail", "choices": list(FAIL_ON),
+        "description": [
+            "The level at or above which a check result stops the play: C(fail) (fail results only), C(warn) (warn "
+            "or fail) or C(never).",
+            "The module names those results in RV(blocking) and never fails on a result itself; the role's "
+            "enforcement fails the play on them (not in check mode, which only reports them).",
+        ],
+    },
+    "generation": {
+        "type": "str", "default": None,
+        "description": "Force the GPU generation by name (a name in C(knowledge/gpu_generations.yml), for example "
+                       "C(MI300X)) instead of identifying it from the PCI device ids; empty identifies it.",
+        "cli": {"help": "force the GPU generation by name (e.g. MI300X); default: identified from PCI device ids"},
+        "role": {"default": "", "arg": "{{ platform_checks_generation | default(omit, true) }}"},
+    },
+    "gpu_count": {
+        "type": "int", "default": 0,
+        "description": "GPUs (physical PCI devices; partitions count once) the node must show; C(0) uses the "
+                       "generation's C(devices_per_node).",
+        "cli": {"help": "GPUs (physical devices) the node must show; 0: the generation's devices_per_node"},
+    },
+    "expected": {
+        "type": "dict", "default": {},
+        "description": [
+            "What every node of the group must run, so that a uniformly wrong fleet fails (cross-node consistency "
+            "only finds the odd node). Keys left out are not checked; each key set is a check of its own.",
+            "C(rocm_version) (check C(expected_rocm_version)), C(kernel_release) (C(expected_kernel_release)), "
+            "C(os_release) (C(expected_os_release), C(ID VERSION_ID) of C(etc/os-release), for example "
+            "C(ubuntu 22.04)), C(bios_version) (C(bios_version), which otherwise reports the version and accepts "
+            "any), C(vbios) (C(expected_vbios), every GPU), C(firmware) (C(expected_firmware), a mapping of amdgpu "
+            "C(fw_version) file names such as C(mec) or C(sos) to versions, every GPU), each a string (an "
+            "C(fnmatch) pattern such as C(6.4.*)) or a list of accepted strings; C(min_online_memory_gib) "
+            "(C(expected_online_memory)), the online system memory the node must have.",
+        ],
+        "cli": {"help": "pinned versions and sizes, a JSON or YAML file of platform_checks_expected's keys"},
+    },
+    "cpu_governor": {
+        "type": "str", "default": "",
+        "description": "Expected CPU frequency governor; empty uses the one of C(knowledge/gpu_generations.yml) "
+                       "(C(performance)).",
+        "cli": {"help": "expected CPU governor; empty: the knowledge file's"},
+    },
+    "transparent_hugepage": {
+        "type": "str", "default": "",
+        "description": "Expected transparent hugepage mode; empty uses the one of C(knowledge/gpu_generations.yml) "
+                       "(C(always)).",
+        "cli": {"help": "expected transparent hugepage mode; empty: the knowledge file's"},
+    },
+    "virtualization_host": {
+        "type": "bool", "default": False,
+        "description": [
+            "The node is a virtualization host (SR-IOV virtual functions handed to VMs). AMD publishes two BIOS "
+            "tables in ROCm/system-acceptance-docs C(docs/common/bios-settings.md). For a virtualization host "
+            "SR-IOV, Resizable BAR, SVM, IOMMU and ACS are Enabled; for bare metal SR-IOV and ACS are Disabled.",
+            "With C(true) the BIOS items to attest follow the virtualization table, C(iommu_state) requires the IOMMU "
+            "on whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.",
+        ],
+        "cli": {"help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
+    },
+    "pending_cmdline": {
+        "type": "list", "elements": "str", "default": [], "role": False,
+        "description": "Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), "
+                       "typically C(kernel_tuning_cmdline_pending) as it is (its C(+param) entries are configured "
+                       "parameters, its C(-param) ones removals and ignored here). A required parameter listed here "
+                       "is reported C(warn) (pending reboot) instead of C(fail).",
+        "cli": {"help": "kernel parameters configured but not yet booted (reported as pending, not missing); "
+                        "kernel_tuning's +param/-param entries are taken as they are"},
+    },
+    "skip": {
+        "type": "list", "elements": "str", "default": [],
+        "description": "Check ids to leave out of the results (for example C([smt]) when SMT is on on purpose).",
+        "cli": {"help": "a check id to leave out (repeatable)"},
+    },
+    "show": {
+        "type": "str", "default": "all", "choices": ["all", "problems"], "role_only": True,
+        "description": "What the role prints per node: C(all) checks, or only the C(problems) (warn, fail and "
+                       "unknown results).",
+    },
+    "report_dir": {
+        "type": "str", "default": "",
+        "description": [
+            "Controller directory of the per-node JSON report C(<inventory_hostname>.json) (the layout "
+            "C(playbooks/report.yml) reads under C(out/checks/)); empty writes no file. It must be empty or an "
+            "absolute controller path (C(~) is the controller user's home).",
+            "The role writes the report; the module only checks the directory, with the other options, before it "
+            "reads the node. The role's default is C(checks/) under the report directory of the run: the one the "
+            "collection's playbooks resolve (C(topotune_report_dir), else C(out/)), else C(topotune_report_dir) "
+            "when the role runs in a play of your own; no file when neither is there.",
+        ],
+        "role": {"default": "{{ (__platform_checks_report_root ~ '/checks') if __platform_checks_report_root "
+                            "| length > 0 else '' }}",
+                 "default_doc": "C(checks/) under the run's report directory"},
+    },
+    "record": {
+        "type": "bool", "default": False,
+        "description": "Also record the options the checks ran with (O(generation), O(gpu_count), O(expected), "
+                       "O(cpu_governor), O(transparent_hugepage), O(virtualization_host), O(skip)) in "
+                       "C(/etc/topotune/platform-checks.json) (atomically, root-owned C(0644), only when they differ; "
+                       "check mode and diff), where the node-local drift check of role "
+                       "C(topotune.instinct.drift_exporter) reads them.",
+        "role": {"default": True,
+                 "description": "Record the options the checks ran with in C(/etc/topotune/platform-checks.json), "
+                                "where the node-local drift check of role C(topotune.instinct.drift_exporter) reads "
+                                "them (the node's only change; check mode and diff). Set C(false) for a one-off run "
+                                "with other options (an enforcing run, a different O(skip)) so that the record of "
+                                "bring-up stays."},
+    },
 }
+# The options run_checks takes (the CLI's flags), and those the record keeps: not the pending kernel parameters, node
+# state that whoever reads the record reads again.
+CHECK_OPTIONS = tuple(name for name, option in OPTIONS.items() if "cli" in option)
+RECORDED = tuple(name for name in CHECK_OPTIONS if name != "pending_cmdline")
 
 
-def argument_spec():
-    """``OPTIONS`` as an AnsibleModule argument spec."""
-    return {name: {k: v for k, v in spec.items() if k != "help"} for name, spec in OPTIONS.items()}
+def record_text(options):
+    """The record of ``options`` (the ``RECORDED`` ones), as the module writes it to ``RECORD``."""
+    return json.dumps({name: options.get(name) for name in RECORDED}, indent=2, sort_keys=True) + "\n"
+
+
+def read_record(path=RECORD):
+    """The options recorded in ``path`` (``RECORDED`` keys only), or None when there is no record; raises
+    ``PlatformChecksError`` naming the file when it cannot be read or is not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise PlatformChecksError("cannot read the platform checks' record %s: %s" % (path, err.strerror)) from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise PlatformChecksError("%s is not JSON (%s): run role topotune.instinct.platform_checks again to record "
+                                  "it" % (path, err)) from None
+    if not isinstance(data, dict):
+        raise PlatformChecksError("%s is not a JSON object: run role topotune.instinct.platform_checks again to "
+                                  "record it" % path)
+    return {name: data[name] for name in RECORDED if name in data}
 
 
 _RANK = {"pass": 0, "unknown": 1, "warn": 2, "fail": 3}
@@ -281,8 +437,6 @@ class PlatformChecksError(TopotuneError):
     """Options the checks cannot run with."""
 
 
-# The statuses that stop the play for each platform_checks_fail_on value.
-FAIL_ON = {"fail": ("fail",), "warn": ("warn", "fail"), "never": ()}
 _ABSOLUTE = re.compile(r"^/\S*$")
 
 

@@ -4,8 +4,10 @@ Public API (standard library only):
 
 ``LaunchRenderError(TopotuneError, ValueError)``
     Invalid options; the message names the option and the fix.
+``OPTIONS``
+    The module's options and the role's variables, declared once (``module_utils/core/options.py``).
 ``DEFAULTS``
-    Option defaults (the module's and the role's defaults mirror them).
+    The renderer's option defaults: the declared ones, and its own for what the module derives from the node.
 ``TABLE_NAME``, ``ENV_FILE``
     The wrapper's table file name in ``dest`` (``bind.table``); the pattern of group env file names.
 ``validate_options(options)``
@@ -32,6 +34,7 @@ import re
 
 from ..core.cpulist import CpulistError, format_cpulist, normalize, parse
 from ..core.errors import TopotuneError
+from ..core.options import role_variables
 from .gres import gres_positions, render_gres
 from .grouping import GroupingError, group_gpus
 
@@ -55,30 +58,158 @@ _NODE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # gres.conf Type= (letters, digits, _ . + -); "auto" is the node's GPU generation in lower case
 _GRES_TYPE = re.compile(r"^[A-Za-z0-9_.+-]*$")
 
-DEFAULTS = {
-    "sizes": [2, 4, 8],
-    "default_size": None,
-    "dest": "/etc/topotune/launch",
-    "wrapper_path": "/usr/local/bin/topotune-bind",
-    "wrapper_content": None,
-    "dev_dir": "/dev",
-    "visible_devices_env": "ROCR_VISIBLE_DEVICES",
-    "visible_devices_scope": "group",
-    "cpu_binding": "numa",
-    "cpu_map": {},
-    "reserved_cpus": "",
-    "membind": True,
-    "extra_env": {},
-    "gres": True,
-    "gres_type": "",
-    "node_name": "NODE",
-    # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is empty;
-    # each NIC's ports ({port, active, gid_index, gid_reason}) from pcie_health.launch_rdma_options
-    "rdma_nics": {},
-    "rdma_ports": {},
-    "rdma_reason": "no RDMA NIC affinity given",
-    "header": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten.",
+# The options of the launch_templates module and the variables of role launch_templates, declared once
+# (module_utils/core/options.py): the module's argument spec and the flags of `bin/topotune launch` are built from here,
+# the module's documentation and the role's argument specs, defaults, README table and task arguments generated from
+# here (scripts/gen-options).
+OPTIONS = {
+    "sizes": {
+        "type": "list", "elements": "int", "default": [2, 4, 8],
+        "description": "Group sizes to generate: GPUs grouped so collectives stay on the fastest xGMI links. Each size "
+                       "should divide the node's GPU count (1, 2, 4, 8 are typical); sizes that do not are skipped "
+                       "with a warning (63-partition nodes, for example).",
+        "cli": {"flag": "--size", "metavar": "K",
+                "help": "group size to generate (repeatable; default 2, 4 and 8 as the role)"},
+    },
+    "default_size": {
+        "type": "int",
+        "description": "Size the wrapper uses without C(--size) or C(TOPOTUNE_GROUP_SIZE); null takes the smallest "
+                       "generated size.",
+    },
+    "visible_devices_env": {
+        "type": "str", "default": "ROCR_VISIBLE_DEVICES", "choices": list(VISIBLE_ENVS),
+        "description": "Variable restricting the GPUs a rank sees: C(ROCR_VISIBLE_DEVICES) (AMD's advice on Linux), "
+                       "C(HIP_VISIBLE_DEVICES), or C(none) (sets and unsets nothing). Only one is set, since HIP "
+                       "indexes apply after the ROCR filter: the wrapper unsets the others, Slurm's "
+                       "C(CUDA_VISIBLE_DEVICES) and C(GPU_DEVICE_ORDINAL) included.",
+        "cli": {},
+    },
+    "visible_devices_scope": {
+        "type": "str", "default": "group", "choices": list(SCOPES),
+        "description": "C(group) makes all GPUs of the rank's group (or step) visible in group order and the rank uses "
+                       "device C(LOCAL_RANK) (torchrun style; peers stay visible for RCCL IPC); C(rank) makes only the "
+                       "rank's GPU visible, as device 0 (LUMI's C(select_gpu) style).",
+        "cli": {},
+    },
+    "cpu_binding": {
+        "type": "str", "default": "numa", "choices": list(CPU_BINDINGS),
+        "description": "C(numa) binds each rank to the CPUs of its GPU's NUMA node and memory to that node; C(l3) binds "
+                       "CPUs to the GPU's L3 domain(s) (each NUMA node's L3 domains shared out among its GPUs in index "
+                       "order, as Frontier's table; O(cpu_map) overrides), memory to the NUMA node; C(none) only sets "
+                       "the environment.",
+        "cli": {},
+    },
+    "cpu_map": {
+        "type": "dict", "default": {},
+        "description": "GPU index to a cpulist overriding the derived L3 set of that GPU with O(cpu_binding=l3), for "
+                       "example C({4: \"1-7,65-71\"}).",
+    },
+    "reserved_cpus": {
+        "type": "str", "default": "",
+        "description": [
+            "CPUs no rank is bound to (system or low-noise cores), a cpulist such as C(0,8,16); Frontier's core "
+            "specialization keeps the first core of every L3 region "
+            "(C(0,8,16,24,32,40,48,56,64,72,80,88,96,104,112,120)).",
+            "Slurm core specialization (C(CoreSpecCount), C(CpuSpecList)) needs nothing here: the wrapper keeps within "
+            "the job's CPUs anyway.",
+        ],
+        "cli": {"metavar": "CPULIST", "help": "CPUs no rank is bound to"},
+    },
+    "membind": {
+        "type": "bool", "default": True,
+        "description": "Also bind memory to the GPU's NUMA node (C(numactl --membind)).",
+        "cli": {"flag": "--no-membind", "help": "do not bind memory to the GPU's NUMA node"},
+    },
+    "extra_env": {
+        "type": "dict", "default": {},
+        "description": "Extra variables C({NAME: \"value\"}) for the wrapper's table and every env file (values "
+                       "limited to C([A-Za-z0-9_,.:/=+@%-])); one set here wins over the C(NCCL_IB_HCA) and "
+                       "C(NCCL_IB_GID_INDEX) found from the node's NICs.",
+    },
+    "gres": {
+        "type": "bool", "default": True,
+        "description": "Write the Slurm C(gres.conf) fragment (C(gres.conf) in O(dest)).",
+    },
+    "gres_type": {
+        "type": "str", "default": "",
+        "description": "Slurm GRES C(Type=) of every GPU line: C(auto) is the node's GPU generation in lower case "
+                       "(C(mi300x), C(mi250x), ...; the model's C(identity), from C(knowledge/gpu_generations.yml)), "
+                       "empty for none, or a name of your own; slurm.conf's C(Gres=) must use the same type.",
+        "role": {"default": "auto"},
+        "cli": {"default": "auto", "metavar": "TYPE",
+                "help": "gres.conf Type=: auto (the node's GPU generation, lower case), '' or a name"},
+    },
+    "dest": {
+        "type": "path", "default": "/etc/topotune/launch",
+        "description": "Directory of the wrapper's table, the env files, C(gres.conf) and C(README).",
+        "role": {"name": "launch_templates_dir"},
+        "cli": {"help": "launch directory on the node"},
+    },
+    "wrapper_path": {
+        "type": "path", "default": "/usr/local/bin/topotune-bind",
+        "description": "Path of the binding wrapper.",
+    },
+    "wrapper_content": {
+        "type": "str", "role": False,
+        "description": "Content of the binding wrapper (the role's C(files/topotune-bind)); its default table path is "
+                       "pointed at O(dest). Without it the wrapper is not written (only its table and the other files).",
+    },
+    "dev_dir": {
+        "type": "path", "role": False,
+        "description": [
+            "Directory holding C(dri/renderD*) on the node, used for the C(File=) of gres.conf and where the wrapper "
+            "tests which GPUs the process can open.",
+            "Default C(<sysroot>/dev), so C(/dev) on a real node and the profile's C(dev) on a simulated one.",
+        ],
+        "cli": {"default": "/dev", "help": "where the node's dri/renderD* are"},
+    },
+    "node_name": {
+        "type": "str", "role": False,
+        "description": "Slurm node name of the gres.conf lines (C(NodeName=<name> AutoDetect=off ...); slurmd skips "
+                       "lines of other names) and of the C(slurm.conf) line in its comments; default the short host "
+                       "name.",
+        "cli": {"default": "NODE",
+                "help": "Slurm node name of the gres.conf lines (NodeName=) and of its slurm.conf line"},
+    },
+    "header": {
+        "type": "str", "default": "Managed by topotune (topotune.instinct.launch_templates): local edits are overwritten.",
+        "role": False,
+        "description": "First comment line of every file.",
+    },
+    "topology": {
+        "type": "dict", "default": {},
+        "description": [
+            "The topology model of M(topotune.instinct.gpu_topology) (C(topotune_discovery.topology) after "
+            "C(playbooks/topology.yml)); its C(cpu_topology) gives Slurm core indices and L3 domains.",
+            "Empty, the node's model is discovered in the same task (M(topotune.instinct.gpu_topology) under "
+            "O(sysroot), C(/) when that is empty), after every other option is checked. The role passes the first "
+            "model of its chain: this variable, else C(topotune_topology) (a model the inventory gives), else the "
+            "play's C(topotune_discovery) (the C(topotune.instinct.node_topology) filter).",
+        ],
+        "role": {"arg": "{{ launch_templates_topology | topotune.instinct.node_topology(topotune_topology | default({}), "
+                        "topotune_discovery | default({})) }}"},
+    },
+    "sysroot": {
+        "type": "path", "default": "/",
+        "description": [
+            "Root under which the node's sysfs is read (C(/) on a real node, C(/sim) on a simulated one): its "
+            "topology when none is given, and the RDMA NICs with the PCIe switch each sits below "
+            "(C(sys/class/infiniband/*/device)).",
+            "When every GPU has exactly one NIC below its own PCIe switch or root port, each group's env file gets "
+            "C(NCCL_IB_HCA) = C(=) and its GPUs' NICs in GPU order with their ACTIVE ports (RCCL reads it), and "
+            "C(NCCL_IB_GID_INDEX) = the index of those ports' RoCE v2 GID when they agree; otherwise none is written "
+            "and the README says why. A value in O(extra_env) always wins. An empty string skips the NIC lookup.",
+        ],
+        "role": {"default": "{{ topotune_sysroot | default('/') }}"},
+    },
 }
+
+# The renderer's defaults: the declared ones and its own (what the module derives from the node, the RDMA NICs).
+DEFAULTS = dict({name: option.get("default") for name, option in OPTIONS.items() if name not in ("topology", "sysroot")},
+                dev_dir="/dev", node_name="NODE",
+                # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is
+                # empty; each NIC's ports ({port, active, gid_index, gid_reason}) from pcie_health.launch_rdma_options
+                rdma_nics={}, rdma_ports={}, rdma_reason="no RDMA NIC affinity given")
 
 
 class LaunchRenderError(TopotuneError, ValueError):
@@ -88,9 +219,7 @@ class LaunchRenderError(TopotuneError, ValueError):
 # The variable of role launch_templates each option comes from (the role passes them as they are, so the message
 # names what its user sets); the other options are the module's own (wrapper_content, dev_dir, node_name, header,
 # rdma_*).
-ROLE_VARIABLES = dict({name: "launch_templates_" + name for name in (
-    "sizes", "default_size", "wrapper_path", "visible_devices_env", "visible_devices_scope", "cpu_binding", "cpu_map",
-    "reserved_cpus", "membind", "extra_env", "gres", "gres_type")}, dest="launch_templates_dir")
+ROLE_VARIABLES = role_variables(OPTIONS, "launch_templates")
 
 
 def _fail(option, value, why, fix):

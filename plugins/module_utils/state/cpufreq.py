@@ -16,6 +16,8 @@ Public API (standard library only, Python 3.8+):
     rename) and re-read it; raises ``GovernorError`` naming the CPUs the kernel refused.
 ``group(governors)``
     ``{cpu: gov}`` -> ``{gov: "cpulist"}``, the compact form for diffs and results.
+``OPTIONS``
+    The module's options and the role's variables, declared once (``module_utils/core/options.py``).
 ``role_plan(governor, cpus, sysroot, persist, boot_script=None)``
     The decisions of role ``cpu_governor`` from its variables, before anything is read: raises ``GovernorError``
     naming each wrong variable (``cpu_governor_<option>``), its value and the fix; else the plan: the CPU
@@ -41,6 +43,42 @@ UNIT_FILE = "/etc/systemd/system/" + UNIT
 UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/" + UNIT
 SCRIPT = "/usr/local/sbin/topotune-cpu-governor"
 HEADER = "# Managed by topotune (role topotune.instinct.cpu_governor): local edits are overwritten."
+
+# The options of the cpu_governor module and the variables of role cpu_governor, declared once
+# (module_utils/core/options.py): the module's argument spec is built from here, its documentation and the role's
+# argument specs, defaults, README table and task arguments generated from here (scripts/gen-options).
+OPTIONS = {
+    "sysroot": {
+        "type": "path", "default": "/",
+        "description": "Directory under which sysfs is read and written (C(/) on a real node, C(/sim) on a simulated "
+                       "one).",
+        "role": {"type": "str", "default": "{{ topotune_sysroot | default('/') }}"},
+    },
+    "governor": {
+        "type": "str", "required": True,
+        "description": "Governor to set, for example C(performance); it must be in the CPUs' "
+                       "C(scaling_available_governors) (amd-pstate in active mode offers C(performance) and "
+                       "C(powersave)).",
+        "role": {"default": "performance"},
+    },
+    "cpus": {
+        "type": "str", "default": "all",
+        "description": "CPUs to manage: C(all), or a cpulist such as C(0-95,192-287).",
+    },
+    "persist": {
+        "type": "bool", "default": False,
+        "description": "Install and enable, in the same call, what re-applies the governor at boot: the boot "
+                       "script (the role's C(files/topotune-cpu-governor), O(boot_script)) as "
+                       "C(/usr/local/sbin/topotune-cpu-governor), its oneshot unit and the unit's "
+                       "C(multi-user.target.wants) link (the role's README says why a unit).",
+        "role": {"default": True},
+    },
+    "boot_script": {
+        "type": "str", "role": False,
+        "description": "Content of the boot script (the role's C(files/topotune-cpu-governor)); required with "
+                       "O(persist).",
+    },
+}
 
 
 class GovernorError(TopotuneError):

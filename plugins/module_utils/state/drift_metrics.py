@@ -25,6 +25,10 @@ Public API (standard library only, Python 3.8+):
 ``build_config(options, knowledge_file)``
     The checker's configuration (what ``load_config`` reads) from the variables of role ``drift_exporter`` without
     their ``drift_exporter_`` prefix; raises ``CheckerError`` naming each wrong variable, its value and the fix.
+``check_options(config)``, ``OVERRIDES``
+    The platform check options a check runs with: what role platform_checks recorded on the node
+    (``platform_checks.RECORD``), overridden by the ``drift_exporter_*`` variables of ``OVERRIDES`` that differ from
+    the check's default (the configuration's ``platform_checks``).
 
 Metric conventions (https://prometheus.io/docs/practices/naming/): prefix ``topotune_``, base units (seconds),
 ``_total`` only on the counter, ``_info`` carries labels with value 1.
@@ -39,9 +43,20 @@ import resource
 import sys
 import time
 
-from ..checks.platform_checks import STATUSES, gather, node_identity, role_option_problems, run_checks
+from ..checks import platform_checks
+from ..checks.platform_checks import (
+    RECORD,
+    RECORDED,
+    STATUSES,
+    gather,
+    node_identity,
+    read_record,
+    role_option_problems,
+    run_checks,
+)
 from ..core.errors import TopotuneError
 from ..core.files import write_atomic
+from ..core.options import defaults
 from ..core.process import CommandError, run
 from ..core.sysroot import join, read_text
 from .kernel_settings import GRUB_DROPIN, grub_dropin_params, has_param, tokens
@@ -51,6 +66,10 @@ from .managed_state import MANIFEST_MISSING, MANIFEST_OK, MANIFEST_UNREADABLE, p
 TOPOTUNE_VERSION = "0.1.0"
 DEFAULT_CONFIG = "/etc/topotune/drift-exporter/config.json"
 STAGES = ("manifest", "platform_checks", "reboot")
+# The platform check options role drift_exporter still takes as variables (drift_exporter_<name>), kept so that a
+# play setting them goes on working: overrides of what role platform_checks recorded on the node (RECORD), which the
+# check reads at every run. A new check option needs none: the record carries it.
+OVERRIDES = ("generation", "gpu_count", "expected", "virtualization_host", "cpu_governor", "transparent_hugepage", "skip")
 # manifest entry kind -> drift item kind (managed_state's drift items)
 _KIND_OF = (("files", "file"), ("values", "value"), ("json_keys", "json_key"), ("groups", "group"),
             ("units", "unit"), ("dirs", "stale"))
@@ -158,6 +177,24 @@ def _pending(config):
     return (pending_kernel_parameters(dropin, cmdline) if cmdline is not None else []), cmdline is not None
 
 
+def check_options(config):
+    """The platform check options of a check: the checks' defaults, then what role platform_checks recorded on the
+    node (``platform_checks_record``: read at every check, so a new bring-up's options apply without reinstalling the
+    checker), then each ``drift_exporter_*`` override whose value is not the check's default. A configuration without
+    a record path (installed before the record existed) gives its options as they are. Raises ``PlatformChecksError``
+    naming the record when it cannot be read."""
+    check_defaults = defaults(platform_checks.OPTIONS)
+    options = {name: check_defaults[name] for name in RECORDED}
+    overrides = dict(config.get("platform_checks") or {})
+    record = config.get("platform_checks_record")
+    if not record:
+        options.update(overrides)
+        return options
+    options.update(read_record(record) or {})
+    options.update((name, value) for name, value in overrides.items() if value != check_defaults.get(name))
+    return options
+
+
 def _platform_stage(config):
     knowledge_path = config["knowledge"]
     try:
@@ -168,7 +205,7 @@ def _platform_stage(config):
                            "again" % (knowledge_path, err)) from None
     if not isinstance(knowledge, dict) or not isinstance(knowledge.get("generations"), list):
         raise CheckerError("%s has no generations list; run role topotune.instinct.drift_exporter again" % knowledge_path)
-    options = dict(config.get("platform_checks") or {})
+    options = check_options(config)
     options["pending_cmdline"] = _pending(config)[0]
     facts = gather(config["sysroot"])
     results = run_checks(facts, knowledge, options)
@@ -312,6 +349,8 @@ def build_config(options, knowledge_file):
         # the GRUB drop-in role kernel_tuning writes: its parameters, missing from the running kernel, are a pending reboot
         "grub_dropin": GRUB_DROPIN,
         "reboot_required_file": REBOOT_REQUIRED_FILE,
+        # the options role platform_checks ran with, recorded on the node: what the check judges it by
+        "platform_checks_record": RECORD,
         # the longest time between two timer checks; 0 without the timer (checks only by hand: alert
         # TopotuneDriftCheckTimerOff)
         "interval_seconds": interval + delay if timer else 0,

@@ -23,6 +23,10 @@ Public API (standard library only, Python 3.8+):
 
 Role ``kernel_tuning``'s plan (the ``kernel_runtime`` module runs it; every message names the role variable):
 
+``OPTIONS``
+    The module's options and the role's variables (the suboptions of ``tuning`` and ``reboot``), declared once
+    (``module_utils/core/options.py``).
+
 ``check_tuning(tuning, sysroot)``
     Before anything is read: what a type cannot say about the role's variables (``tuning`` holds them without the
     ``kernel_tuning_`` prefix), and the additive lists merged (``kernel_settings.merge``). Returns the inputs of
@@ -51,6 +55,207 @@ _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 _STATE_DIR = re.compile(r"^state[0-9]+$")
 _IDLE_VALUES = {"disabled": "1", "enabled": "0"}
 BOOTLOADERS = ("auto", "grub_dropin", "grubby", "none")
+
+# The options of the kernel_runtime module and the variables of role kernel_tuning, declared once
+# (module_utils/core/options.py): the module's argument spec is built from here, its documentation and the role's
+# argument specs, defaults, README table and task arguments generated from here (scripts/gen-options). The role's
+# variables are the suboptions of tuning (kernel_tuning_<name>) and of reboot (kernel_tuning_reboot_<name>).
+OPTIONS = {
+    "sysctl": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "Sysctl names (C(kernel.numa_balancing)) and the values to set (compared as whitespace-normalized "
+                       "text).",
+    },
+    "cpuidle": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "cpuidle state names (C(C2)) mapped to C(disabled) or C(enabled), applied on every CPU having "
+                       "the state.",
+    },
+    "sysroot": {
+        "type": "path", "default": "/",
+        "description": "Directory under which procfs and sysfs are read and written (C(/) on a real node, C(/sim) on "
+                       "a simulated one).",
+        "role": {"type": "str", "default": "{{ topotune_sysroot | default('/') }}",
+                 "entries": ("reboot_pending", "reboot")},
+    },
+    "bootloader": {
+        "type": "str", "choices": list(BOOTLOADERS),
+        "description": [
+            "How the kernel command line is persisted: C(auto), C(grub_dropin) (a GRUB drop-in, then C(update-grub)), "
+            "C(grubby) (every boot entry) or C(none) (only report what is pending).",
+            "With it the module reports the boot state too, read-only. RV(cmdline) is read from "
+            "C(<sysroot>/proc/cmdline); RV(bootloader) is the tool that persists kernel parameters on this node (a "
+            "node's tools are looked up at their real paths, not under O(sysroot)).",
+            "C(auto) picks it from what the node has, in this order. C(grubby) when C(grubby) is on the PATH (RedHat "
+            "family, whose boot entries follow grubby even where C(/etc/default/grub) exists). C(grub_dropin) when "
+            "C(/etc/default/grub) or C(update-grub) exists (Debian family). Otherwise by the family in "
+            "C(/etc/os-release) (C(ID) or C(ID_LIKE)), where C(debian) or C(ubuntu) gives C(grub_dropin), C(rhel), "
+            "C(fedora) or C(centos) gives C(grubby). With no match the module fails before writing anything.",
+            "C(grub_dropin), C(grubby) and C(none) are returned as given. For C(grubby) the module also returns the "
+            "arguments of every boot entry (RV(grubby_args), from C(grubby --info=ALL), also in check mode); for "
+            "C(grub_dropin), where C(update-grub) is (RV(update_grub)).",
+            "Omitted, nothing of the boot state is read, unless O(tuning) is given (then C(auto)).",
+        ],
+        "role": {"default": "auto"},
+    },
+    "tuning": {
+        "type": "dict", "role": False, "role_prefix": "",
+        "description": "The variables of role C(topotune.instinct.kernel_tuning) without their C(kernel_tuning_) "
+                       "prefix; the role's plan runs on them (see above). O(sysctl) and O(cpuidle) must then be empty; "
+                       "O(bootloader) defaults to C(auto).",
+        "options": {
+            "numa_balancing_disable": {
+                "type": "bool", "default": True,
+                "description": "Set C(kernel.numa_balancing=0) now and in the sysctl drop-in (AMD's MI200 and MI300X "
+                               "guides), before O(tuning.sysctl), which may override it.",
+            },
+            "sysctl": {
+                "type": "list", "elements": "raw", "default": [],
+                "description": "Additive sysctl settings C({name, value, state}) (C(state) C(present) or C(absent)), "
+                               "applied after the built-in ones; a later entry of the same name wins, C(state=absent) "
+                               "removes it.",
+                "role": {"elements": "dict"},
+            },
+            "cmdline": {
+                "type": "list", "elements": "raw", "default": [],
+                "description": [
+                    "Required kernel parameters C({name, value, state}); setting it replaces them.",
+                    "The role's default is C(kernel_params.required) of the node's GPU generation in "
+                    "C(knowledge/gpu_generations.yml) (C(iommu=pt pci=realloc=off pci=bfsort) on every Instinct GPU, "
+                    "MI300A adds C(transparent_hugepage=always numa_balancing=disable)); without known GPUs the "
+                    "parameters common to every generation. The generation is the node's topology model's: the "
+                    "C(node_topology) chain (C(kernel_tuning_topology), C(topotune_topology), the play's "
+                    "C(topotune_discovery)), else the role's own discovery.",
+                ],
+                "role": {"elements": "dict",
+                         "default": "{{ kernel_tuning_topology | topotune.instinct.node_topology(topotune_topology "
+                                    "| default({}), topotune_discovery | default({}))\n"
+                                    "   | topotune.instinct.node_topology({}, __kernel_tuning_discovered | default({}))\n"
+                                    "   | topotune.instinct.kernel_params(lookup('topotune.instinct.knowledge', "
+                                    "'gpu_generations')) }}",
+                         "default_doc": "the GPU generation's C(kernel_params.required) (knowledge)"},
+            },
+            "cmdline_extra": {
+                "type": "list", "elements": "raw", "default": [],
+                "description": "Additive site kernel parameters C({name, value, state}) (C(value) optional), applied "
+                               "after O(tuning.cmdline); C(state=absent) with a value drops that token, without a value "
+                               "every token of that name.",
+                "role": {"elements": "dict"},
+            },
+            "c2_disable": {
+                "type": "bool", "default": False,
+                "description": "Disable the C2 idle state on every CPU now and at boot (AMD: C(cpupower idle-set -d 2)).",
+            },
+            "cstate_script": {
+                "type": "str", "role": False,
+                "description": "Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required "
+                               "with O(tuning.c2_disable).",
+            },
+        },
+    },
+    "topology": {
+        "type": "dict", "default": {}, "role_only": True,
+        "description": "Topology model (the C(gpu_topology) shape) whose GPUs give the generation; empty uses "
+                       "C(topotune_topology) (a model the inventory gives), else the play's C(topotune_discovery) "
+                       "(C(playbooks/topology.yml)), else runs C(topotune.instinct.gpu_topology).",
+    },
+    "reboot": {
+        "type": "dict", "role": False, "role_prefix": "reboot_",
+        "description": [
+            "The reboot variables of role C(topotune.instinct.kernel_tuning) (C(kernel_tuning_reboot_<name>)), checked "
+            "first.",
+            "O(reboot.step=pending) reads the pending-reboot record and the running command line, read-only, and "
+            "returns what a reboot would bring (RV(reboot)). O(reboot.step=verify), after the reboot, fails naming what "
+            "the running command line still lacks (with a C(reason) for the Slurm drain) and otherwise removes the "
+            "record.",
+        ],
+        "options": {
+            "step": {
+                "type": "str", "choices": ["pending", "verify"], "required": True, "role": False,
+                "description": "The step of C(playbooks/reboot.yml) (see O(reboot)).",
+            },
+            "ok": {
+                "type": "bool", "default": False, "role_only": True,
+                "description": [
+                    "Let C(playbooks/site.yml) end with the rolling reboot of C(playbooks/reboot.yml) for the nodes "
+                    "whose running command line lacks the configured parameters; C(playbooks/reboot.yml) run on its "
+                    "own reboots them regardless.",
+                    "The role never reboots: it records a pending reboot on the node "
+                    "(C(/etc/topotune/reboot-pending.json)) and C(playbooks/reboot.yml) reboots in batches "
+                    "(C(docs/fleet-reboots.md)).",
+                ],
+                "role": {"entries": ("reboot_pending",)},
+            },
+            "batch": {
+                "type": "raw",
+                "description": [
+                    "Nodes rebooted at once (the reboot play's C(serial)): a count (C(2)), a percentage of the play's "
+                    "nodes (C(10%)), or a list of either (C([1, \"25%\"])).",
+                    "A play keyword, templated before any host exists, so inventory variables do not reach it; set it "
+                    "with C(-e) or in the play.",
+                ],
+                "role": {"default": "10%", "entries": ("reboot_pending",)},
+            },
+            "max_fail_percentage": {
+                "type": "raw",
+                "description": [
+                    "Percentage of a batch that may fail before the remaining batches are cancelled (the reboot play's "
+                    "C(max_fail_percentage)); C(0) stops at the first failed node, and a batch that fails entirely "
+                    "always stops the run.",
+                    "A play keyword, as O(reboot.batch) (C(-e) or the play, not the inventory).",
+                ],
+                "role": {"type": "int", "default": 0, "entries": ("reboot_pending",)},
+            },
+            "via": {
+                "type": "str", "default": "none",
+                "description": [
+                    "C(none) reboots directly; C(slurm) drains the node (C(scontrol update State=DRAIN)), waits until "
+                    "C(sinfo) reports it C(drained), reboots, checks the running command line, then resumes it "
+                    "(C(State=RESUME)).",
+                    "A failed step leaves the node drained with a reason naming the step.",
+                ],
+                "role": {"choices": ["none", "slurm"], "entries": ("reboot_pending", "reboot")},
+            },
+            "slurm_host": {
+                "type": "str", "role_only": True,
+                "description": "Inventory host on which C(scontrol) and C(sinfo) run (the Slurm controller or any node "
+                               "with a Slurm client configuration).",
+                "role": {"default": "{{ inventory_hostname }}", "entries": ("reboot",)},
+            },
+            "slurm_node": {
+                "type": "str",
+                "description": "The node's Slurm NodeName.",
+                "role": {"default": "{{ inventory_hostname_short }}", "entries": ("reboot",)},
+            },
+            "drain_timeout": {
+                "type": "raw",
+                "description": "Seconds to wait for the node's running jobs to end after the drain (C(DRAINING) to "
+                               "C(DRAINED)) before giving up.",
+                "role": {"type": "int", "default": 3600, "entries": ("reboot",)},
+            },
+            "drain_poll": {
+                "type": "raw",
+                "description": "Seconds between two C(sinfo) polls while the node drains.",
+                "role": {"type": "int", "default": 10, "entries": ("reboot",)},
+            },
+            "timeout": {
+                "type": "int", "default": 1800, "role_only": True,
+                "description": "Seconds C(ansible.builtin.reboot) waits for the node to come back.",
+                "role": {"entries": ("reboot",)},
+            },
+            "command": {
+                "type": "str", "default": "",
+                "description": [
+                    "Command that reboots the node; empty uses C(ansible.builtin.reboot)'s own (C(shutdown -r)).",
+                    "A node whose kernel state is read under a sysroot (a simulated node) is rebooted only with an "
+                    "explicit command: there the tests stand in for the reboot syscall "
+                    "(C(tests/integration/test_rolling_reboot.py)).",
+                ],
+                "role": {"entries": ("reboot_pending", "reboot")},
+            },
+        },
+    },
+}
 # os-release IDs (ID, ID_LIKE) by the tool their kernels' boot entries are updated with
 _FAMILY_TOOL = (
     (("debian", "ubuntu"), "grub_dropin"),

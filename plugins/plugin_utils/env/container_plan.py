@@ -9,7 +9,8 @@ fragment; what a profile adds (RDMA devices, memlock, SYS_PTRACE) comes from the
 (knowledge/env_profiles.yml) matched against knowledge/container_flags.yml ``profile``, never from its name.
 ``access()`` gives the device and user checks, ``role_plan()`` the whole decision of the role: input checks,
 launch groups, flags, checks, the files' text and what it manages. Merging the owned keys into daemon.json
-happens on the node (``module_utils/core/owned_keys.py``).
+happens on the node (``module_utils/core/owned_keys.py``). ``OPTIONS`` declares the action's options and the role's
+variables once (``module_utils/core/options.py``); ``NODE_INPUTS`` are those that give the node's facts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist imp
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import GroupingError, group_gpus
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import profile_traits
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import PROFILES, profile_traits
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
 COMPOSE_FILE = "compose.gpu.yml"
@@ -31,6 +32,155 @@ _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9_./:=+@%,-]+$")
 _SHM = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 _CAP = re.compile(r"^[A-Z_]+$")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
+
+# The options of the container_runtime action and the variables of role container_runtime, declared once
+# (module_utils/core/options.py): the action's argument spec is built from here, its documentation
+# (plugins/modules/container_runtime.py) and the role's argument specs, defaults, README table and task arguments
+# generated from here (scripts/gen-options). Option values are checked by role_plan (several are raw in the action: a
+# wrong one fails naming the role variable and the fix).
+OPTIONS = {
+    "profile": {
+        "type": "str", "default": "xgmi-training",
+        "description": "Container profile, a profile of C(knowledge/env_profiles.yml) (C(xgmi-training), "
+                       "C(rdma-training), C(inference), C(debug)). What it adds comes from its data: C(fabric) C(rdma) "
+                       "(C(rdma-training)) adds C(/dev/infiniband), memlock C(-1) and the host network, C(debug) "
+                       "C(true) (C(debug)) adds C(SYS_PTRACE).",
+        "role": {"default": "{{ rocm_env_profile | default('xgmi-training') }}", "choices": list(PROFILES)},
+    },
+    "group_size": {
+        "type": "raw", "default": 0,
+        "description": "GPUs per launch group, an integer >= 0: C(0) gives one flag set with all GPUs (C(all.flags)), "
+                       "C(k > 0) the groups of C(topotune.instinct.gpu_groups(k)), one C(group-<i>.flags) each with only "
+                       "that group's render nodes.",
+        "role": {"type": "int"},
+    },
+    "topology": {
+        "type": "dict", "default": {},
+        "description": "The role's topology model; empty uses C(topotune_topology) (a model the inventory gives), else "
+                       "the play's C(topotune_discovery) (C(playbooks/topology.yml)), else runs "
+                       "M(topotune.instinct.gpu_topology).",
+    },
+    "inventory_topology": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "C(topotune_topology), a model the inventory gives; empty for none.",
+    },
+    "discovery": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
+    },
+    "device_facts": {
+        "type": "dict", "role": False,
+        "description": "The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only "
+                       "module is run on the node with O(sysroot) and O(users), after the input check.",
+    },
+    "sysroot": {
+        "type": "str", "default": "/",
+        "description": "Root under which M(topotune.instinct.gpu_topology) and M(topotune.instinct.gpu_device_access) "
+                       "read (C(/dev) among them): C(/) on a real node; not C(/) means simulated device nodes (regular "
+                       "files) pass.",
+        "role": {"type": "path", "default": "{{ topotune_sysroot | default('/') }}"},
+    },
+    "users": {
+        "type": "list", "elements": "str", "default": [],
+        "description": "Users who run GPU containers, checked for membership of the groups owning C(/dev/kfd) and the "
+                       "render nodes.",
+    },
+    "manage_groups": {
+        "type": "bool", "default": True,
+        "description": "Add the existing O(users) to the groups owning C(/dev/kfd) and the render nodes (append: their "
+                       "other groups stay); the checks count them as members.",
+    },
+    "seccomp_unconfined": {
+        "type": "bool", "default": False,
+        "description": "Add C(--security-opt=seccomp=unconfined) (AMD: \"optional ... recommended for containers "
+                       "running in HPC environments\").",
+    },
+    "ipc_host": {
+        "type": "bool", "default": True,
+        "description": "Add C(--ipc=host), for multi-process workers sharing memory.",
+    },
+    "shm_size": {
+        "type": "str", "default": "64g",
+        "description": "The C(--shm-size) value; empty omits it.",
+    },
+    "cdi": {
+        "type": "raw", "default": "auto",
+        "description": "CDI (C(--device amd.com/gpu=N)) through the AMD Container Toolkit: C(auto) (when C(amd-ctk) is "
+                       "installed), C(true) (require it) or C(false).",
+        "role": {"type": "str"},
+    },
+    "env_file": {
+        "type": "str", "default": "",
+        "description": "Env file passed with C(--env-file) (the one role C(topotune.instinct.rocm_env) writes); empty "
+                       "omits it.",
+        "role": {"default": "/etc/topotune/env/{{ container_runtime_profile }}.env",
+                 "default_doc": "C(/etc/topotune/env/<profile>.env)"},
+    },
+    "launch_dir": {
+        "type": "raw", "default": "",
+        "description": "The launch directory of role C(topotune.instinct.launch_templates): each group's container gets "
+                       "its env file (C(--env-file), container-local GPU indices; C(launch_templates_sizes) must "
+                       "include O(group_size)) and, read-only, the wrapper and its table; empty gives none of them.",
+        "role": {"type": "str", "default": "{{ launch_templates_dir | default('/etc/topotune/launch') }}"},
+    },
+    "launch_wrapper": {
+        "type": "str", "default": "",
+        "description": "Path of C(topotune-bind) on the node, mounted read-only into the containers with O(launch_dir).",
+        "role": {"default": "{{ launch_templates_wrapper_path | default('/usr/local/bin/topotune-bind') }}"},
+    },
+    "numa_confine": {
+        "type": "bool", "default": True,
+        "description": "C(--cpuset-cpus) and C(--cpuset-mems) of the NUMA nodes of the group's GPUs: the container runs "
+                       "and allocates there.",
+    },
+    "memory_binding": {
+        "type": "bool", "default": True,
+        "description": "C(--cap-add=SYS_NICE), so C(numactl --membind) works in the container: Docker's default "
+                       "seccomp profile allows C(set_mempolicy) and C(mbind) only with it (the cpuset bounds what it "
+                       "can reach; the role's README says why nothing wider).",
+    },
+    "extra_caps": {
+        "type": "list", "elements": "str", "default": [],
+        "description": "Extra capabilities; C(SYS_RAWIO) and C(ALL) are refused with the reason, C(SYS_PTRACE) is "
+                       "allowed only in a profile whose data says C(debug) C(true).",
+    },
+    "privileged": {
+        "type": "bool", "default": False,
+        "description": "Declared only so that C(true) fails with the reason: topotune never emits C(--privileged).",
+    },
+    "output_dir": {
+        "type": "raw", "default": "/etc/topotune/container",
+        "description": "Directory of the flag files and the compose fragment.",
+        "role": {"type": "path"},
+    },
+    "strict": {
+        "type": "bool", "default": True,
+        "description": "Fail when a device or user check fails (false reports only).",
+    },
+    "daemon_json_manage": {
+        "type": "bool", "default": False,
+        "description": "Merge O(daemon_json_settings) into O(daemon_json_path), keeping every other key (backup "
+                       "first); the owned keys are recorded as managed.",
+    },
+    "daemon_json_path": {
+        "type": "raw", "default": "/etc/docker/daemon.json",
+        "description": "Docker daemon configuration file.",
+        "role": {"type": "path"},
+    },
+    "daemon_json_settings": {
+        "type": "dict", "default": {},
+        "description": "Keys topotune owns in C(daemon.json).",
+        "role": {"default": {"default-ulimits": {"memlock": {"Name": "memlock", "Soft": -1, "Hard": -1}}},
+                 "default_doc": "C(default-ulimits.memlock) = -1"},
+    },
+    "docker_restart_ok": {
+        "type": "bool", "default": False,
+        "description": "Restart dockerd after C(daemon.json) changed (running containers stop unless C(live-restore) "
+                       "is set); the plan's C(docker_restart) is true when it also exists.",
+    },
+}
+# The inputs that give the node's facts (its model, its device nodes), not options of the plan.
+NODE_INPUTS = ("topology", "inventory_topology", "discovery", "device_facts")
 
 
 class FlagError(TopotuneError, ValueError):

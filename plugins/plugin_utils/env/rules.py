@@ -11,6 +11,9 @@ refusals, warnings, drops (not rendered, with the reason) and notes, plus the re
 and env-file lines. A value is rendered only if it is literal in all three consumers (POSIX shell,
 docker --env-file, systemd EnvironmentFile), so one quoting rule is enough.
 
+``OPTIONS`` declares the action's options and the role's variables once (``module_utils/core/options.py``);
+``NODE_INPUTS`` are those that give the node's facts rather than the plan's options.
+
 ``role_plan()`` is the whole decision of the role: its input checks, the resolution for the node, the refusals
 that stop it, the text of both files and what it manages (``profile_traits()``: what a profile's data says about
 it, read here and by the container plan).
@@ -29,7 +32,86 @@ ACTIONS = ("refuse", "warn", "drop", "note")
 FABRICS = ("rdma", "socket", "none")
 TRAIT_DEFAULTS = {"fabric": "none", "debug": False}
 PROFILE_D_PATH = "/etc/profile.d/topotune-rocm.sh"
+# The profiles of knowledge/env_profiles.yml, the choices of rocm_env_profile and container_runtime_profile
+# (tests/unit/roles/test_argument_specs.py compares them with the knowledge).
+PROFILES = ("xgmi-training", "rdma-training", "inference", "debug")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
+
+# The options of the rocm_env action and the variables of role rocm_env, declared once
+# (module_utils/core/options.py): the action's argument spec is built from here, its documentation
+# (plugins/modules/rocm_env.py) and the role's argument specs, defaults, README table and task arguments generated
+# from here (scripts/gen-options). The profile's choices are knowledge/env_profiles.yml's (a unit test compares).
+OPTIONS = {
+    "profile": {
+        "type": "str", "required": True,
+        "description": "Named profile of C(knowledge/env_profiles.yml) (C(xgmi-training), C(rdma-training), "
+                       "C(inference), C(debug)); its data (C(fabric), C(debug)) decides how it behaves.",
+        "role": {"default": "xgmi-training", "choices": list(PROFILES)},
+    },
+    "overrides": {
+        "type": "dict", "default": {},
+        "description": "Extra or changed variables C({NAME: \"value\"}); C(null) removes a profile variable. Every one "
+                       "is validated (C(knowledge/env_vars.yml)): harmful ones are refused, outdated or misapplied ones "
+                       "warned about.",
+    },
+    "allow": {
+        "type": "dict", "default": {},
+        "description": "Per-variable escape hatch C({NAME: \"why you need it\"}) for rules marked allowable, each "
+                       "reason a non-empty string: a refusal becomes a warning, a warning a note. Values that would "
+                       "break a shell or env file are never allowed.",
+    },
+    "rocm_version": {
+        "type": "str", "default": "",
+        "description": "ROCm version of the node (C(6.2.1)); empty takes the one of the play's C(topotune_discovery), "
+                       "else the one M(topotune.instinct.gpu_topology) reads from C(/opt/rocm/.info/version) under "
+                       "O(sysroot); when that is missing too, the version-gated drops (C(HIP_FORCE_DEV_KERNARG) >= "
+                       "6.2, MSCCL knobs >= 7.13) are skipped with a note.",
+    },
+    "fabric": {
+        "type": "str", "default": "",
+        "description": "Inter-node fabric, C(rdma), C(socket) or C(none); empty takes the profile's C(fabric) data "
+                       "(C(knowledge/env_profiles.yml); C(rdma-training): C(rdma)).",
+        "role": {"choices": ["", "rdma", "socket", "none"]},
+    },
+    "topology": {
+        "type": "dict", "default": {},
+        "description": "The role's topology model (the C(gpu_topology) shape); empty uses C(topotune_topology) (a "
+                       "model the inventory gives), else the play's C(topotune_discovery) (C(playbooks/topology.yml)), "
+                       "else runs M(topotune.instinct.gpu_topology). Rules read its GPUs' gfx targets, its links "
+                       "(C(HSA_FORCE_FINE_GRAIN_PCIE) is warned about only where every GPU pair has a direct xGMI "
+                       "link) and the lowest MEC firmware version (C(HSA_NO_SCRATCH_RECLAIM)).",
+    },
+    "inventory_topology": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "C(topotune_topology), a model the inventory gives; empty for none.",
+    },
+    "discovery": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
+    },
+    "sysroot": {
+        "type": "str", "default": "/",
+        "description": "Root under which M(topotune.instinct.gpu_topology) reads sysfs and C(/opt/rocm/.info/version) "
+                       "(C(/) on a real node, C(/sim) on a simulated one).",
+        "role": {"type": "path", "default": "{{ topotune_sysroot | default('/') }}"},
+    },
+    "profile_d": {
+        "type": "bool", "default": True,
+        "description": "Write C(/etc/profile.d/topotune-rocm.sh) for login shells (false plans its removal).",
+    },
+    "env_dir": {
+        "type": "raw", "default": "/etc/topotune/env",
+        "description": "Directory of the C(KEY=VALUE) env file (for C(docker --env-file) and systemd "
+                       "C(EnvironmentFile=)), an absolute path of C([A-Za-z0-9_./-]).",
+        "role": {"type": "path"},
+    },
+    "fail_on_refusal": {
+        "type": "bool", "default": True,
+        "description": "Fail when a variable is refused (false reports the refusals and renders the rest).",
+    },
+}
+# The inputs that are the node's facts or where to read them, not options of the plan.
+NODE_INPUTS = ("rocm_version", "topology", "inventory_topology", "discovery", "sysroot")
 
 
 class EnvPlanError(TopotuneError, ValueError):

@@ -7,6 +7,9 @@ data and configuration, and its units, as the one ``managed_files`` call of the 
     The ``plugins/module_utils`` files (``package/name``) the node-local checker imports: ``entry`` and every module
     it imports through relative imports, transitively (read with ``ast``), and their sub-packages (each ships its
     ``__init__.py``): what the node needs, no list to keep in step with the code.
+``OPTIONS``
+    The role's variables, declared once (``module_utils/core/options.py``); its ``drift_exporter_<name>`` platform check
+    overrides derived from ``platform_checks.OPTIONS``.
 ``plan(options, knowledge, contents, paths)``
     ``options``: the role's variables without the ``drift_exporter_`` prefix, checked and turned into the checker's
     configuration by ``module_utils/state/drift_metrics.py`` ``build_config`` (``CheckerError`` naming the variable);
@@ -23,7 +26,81 @@ import functools
 import json
 import os
 
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
+
+
+def _jinja(value):
+    """``value`` as a Jinja literal (the default of a ``default()`` filter)."""
+    return "'%s'" % value if isinstance(value, str) else json.dumps(value)
+
+
+def _override(name):
+    """Variable drift_exporter_<name>: the platform check option ``name``, an override of what the node recorded."""
+    check = platform_checks.OPTIONS[name]
+    role = check.get("role") or {}
+    default = role.get("default", check.get("default"))
+    declared = {
+        "type": role.get("type", check.get("type", "str")),
+        "default": "{{ platform_checks_%s | default(%s) }}" % (name, _jinja(default)),
+        "description": [
+            "Overrides, in the node-local check, the C(%s) role C(platform_checks) recorded on the node "
+            "(C(platform_checks_%s), in C(/etc/topotune/platform-checks.json)) when it is not the check's default "
+            "(%s); by default the play's C(platform_checks_%s), so both judge alike."
+            % (name, name, "empty" if default == "" else "C(%s)" % json.dumps(default), name),
+            "The check reads the record at every run, so a new bring-up's options apply without reinstalling the "
+            "checker, and a check option added later needs no variable here. A checker configuration without the "
+            "record's path (installed before the record existed) uses the value here as it is.",
+        ],
+    }
+    if check.get("elements"):
+        declared["elements"] = check["elements"]
+    return declared
+
+
+# The variables of role drift_exporter, declared once (module_utils/core/options.py): scripts/gen-options generates
+# the role's argument specs, defaults, README table and the options its plan call passes. The platform check options
+# are not declared again: the check reads what role platform_checks recorded on the node; the drift_exporter_<name>
+# overrides (drift_metrics.OVERRIDES) are derived from platform_checks.OPTIONS.
+OPTIONS = {
+    "sysroot": {
+        "type": "str", "default": "{{ topotune_sysroot | default('/') }}",
+        "description": "Directory under which the platform checks read sysfs/procfs (C(/) on a real node, C(/sim) on a "
+                       "simulated one).",
+    },
+    "textfile_dir": {
+        "type": "str", "default": "/var/lib/prometheus/node-exporter",
+        "description": "node_exporter's textfile collector directory (C(--collector.textfile.directory); Debian's "
+                       "prometheus-node-exporter default); the checker writes C(topotune.prom) there.",
+    },
+    "manifest": {
+        "type": "str", "default": "/etc/topotune/manifest.json",
+        "description": "The manifest bring-up records (C(playbooks/site.yml), M(topotune.instinct.managed_state)).",
+    },
+    "interval_seconds": {
+        "type": "int", "default": 120,
+        "description": [
+            "Seconds from one check to the next (C(OnUnitActiveSec=)), at least 10.",
+            "Worst-case detection latency = interval + randomized delay + check time + scrape interval "
+            "(C(docs/fleet-metrics.md)).",
+        ],
+    },
+    "randomized_delay_seconds": {
+        "type": "int", "default": 60,
+        "description": "Random delay of up to this many seconds added to each check (C(RandomizedDelaySec=)); it "
+                       "spreads a fleet's checks.",
+    },
+    "boot_delay_seconds": {
+        "type": "int", "default": 60,
+        "description": "Seconds after boot of the first check (C(OnBootSec=)).",
+    },
+    "timer_enabled": {
+        "type": "bool", "default": True,
+        "description": "Enable and start the timer; C(false) installs only and stops it (the check can still be run by "
+                       "hand, and then exports interval 0, which alert C(TopotuneDriftCheckTimerOff) reports).",
+    },
+}
+OPTIONS.update((name, _override(name)) for name in drift_metrics.OVERRIDES)
 
 # plugins/module_utils, the root of the shipped package (drift_metrics is in its state/ sub-package)
 MODULE_UTILS = os.path.dirname(os.path.dirname(os.path.abspath(drift_metrics.__file__)))

@@ -1,5 +1,5 @@
 """`bin/topotune checks --sysroot`: the platform and health checks the role makes, on a tree or a snapshot, by the
-same code (module_utils/checks/platform_checks.py), with the module's options as flags (declared once, OPTIONS)."""
+same code (module_utils/checks/platform_checks.py), with the module's check options as flags (declared once, OPTIONS)."""
 
 import json
 import os
@@ -54,9 +54,9 @@ def test_options_are_the_modules_and_text_output(sim_tree, tmp_path):
     assert any(line.split()[:2] == ["pass", "expected_kernel_release"] for line in lines)
     assert any(line.split()[:2] == ["pass", "pci_accelerators"] for line in lines)
     assert lines[-1].endswith("0 fail, %d unknown" % sum(1 for line in lines[:-1] if line.startswith("unknown")))
-    # the module's option set is the CLI's
+    # the check options of the module are the CLI's flags
     helps = subprocess.run([sys.executable, CLI, "checks", "--help"], capture_output=True, text=True, check=True).stdout
-    for name in pc.OPTIONS:
+    for name in pc.CHECK_OPTIONS:
         assert "--" + name.replace("_", "-") in helps
 
 

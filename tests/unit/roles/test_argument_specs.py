@@ -1,4 +1,6 @@
-"""Every role declares exactly its defaults in meta/argument_specs.yml, with a description and a type."""
+"""Every role's argument specs (generated from the engines' declarations by scripts/gen-options, which
+tests/unit/scripts/test_gen_options.py keeps up to date) give each option a prefixed name, a description and a type,
+and hold the choices and types no other role file repeats."""
 
 import json
 import os
@@ -26,18 +28,6 @@ def test_role_has_the_standard_layout(role):
         assert os.path.isfile(os.path.join(ROLES_DIR, role, part)), "%s lacks %s" % (role, part)
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_argument_specs_match_defaults(role):
-    defaults = _load(role, "defaults", "main.yml") or {}
-    specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
-    options = (specs.get("main") or {}).get("options") or {}
-    only_defaults, only_specs = sorted(set(defaults) - set(options)), sorted(set(options) - set(defaults))
-    assert not only_defaults and not only_specs, "%s: only in defaults %s; only in argument_specs %s" % (role, only_defaults, only_specs)
-
-
-# The `drift` entries of meta/argument_specs.yml (the entry points of the tasks/drift.yml copies, gone since full drift
-# runs main with the export off: docs/drift.md) require the play's discovery, which every role already reads: a
-# collection-wide input, not a role variable, and never an option of main. The exception goes with those entries.
 @pytest.mark.parametrize("role", ROLES)
 def test_every_entry_point_has_its_tasks_file(role):
     specs = (_load(role, "meta", "argument_specs.yml") or {}).get("argument_specs", {})
@@ -102,17 +92,6 @@ def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
 def test_profile_choices_are_the_knowledge_profiles(option):
     role, name = option.split(".")
     assert _options(role)[name]["choices"] == list(_knowledge("env_profiles")["profiles"])
-
-
-def test_launch_templates_choices_are_launch_render_constants():
-    from ansible_collections.topotune.instinct.plugins.module_utils.launch import render as launch_render
-    options = _options("launch_templates")
-    for name, constant in (("visible_devices_env", "VISIBLE_ENVS"), ("visible_devices_scope", "SCOPES"),
-                           ("cpu_binding", "CPU_BINDINGS")):
-        assert options["launch_templates_" + name]["choices"] == list(getattr(launch_render, constant)), name
-        with open(os.path.join(REPO, "plugins", "modules", "launch_templates.py"), encoding="utf-8") as handle:
-            source = handle.read()
-        assert '"choices": list(%s)' % constant in source, "the module's %s choices are not launch_render.%s" % (name, constant)
 
 
 def test_refused_capabilities_are_the_knowledge_ones():

@@ -110,28 +110,3 @@ def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check()
     assert result["device_groups"] == ["render"] and result["gids"] == [110] and result["users_to_add"] == ["trainer"]
     with pytest.raises(AnsibleActionFail, match="cannot read the device nodes under /sim: permission denied"):
         run(container_runtime, {"topology": MODEL, "sysroot": "/sim"})
-
-
-@pytest.mark.parametrize("module,role", [(rocm_env, "rocm_env"), (container_runtime, "container_runtime")])
-def test_the_documented_options_are_the_actions_and_the_role_passes_every_variable(module, role):
-    """Until the options are declared once (issue 23, item 2): the action's spec, its documentation and the role's
-    call agree, so no role variable is silently dropped on the way to the plan."""
-    import os
-
-    import yaml
-
-    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-    with open(os.path.join(repo, "plugins", "modules", role + ".py"), encoding="utf-8") as handle:
-        source = handle.read()
-    documented = yaml.safe_load(source.split('DOCUMENTATION = r"""', 1)[1].split('"""', 1)[0])["options"]
-    spec = module.ARGUMENT_SPEC
-    assert set(documented) == set(spec)
-    for name, option in spec.items():
-        assert documented[name]["type"] == option["type"], name
-        assert documented[name].get("required", False) == option.get("required", False), name
-    with open(os.path.join(repo, "roles", role, "tasks", "preflight.yml"), encoding="utf-8") as handle:
-        call = yaml.safe_load(handle)[0]["topotune.instinct." + role]
-    with open(os.path.join(repo, "roles", role, "defaults", "main.yml"), encoding="utf-8") as handle:
-        variables = set(yaml.safe_load(handle))
-    passed = {value.strip("{} ").split(" ")[0] for value in call.values()}
-    assert variables <= passed, sorted(variables - passed)  # every role variable reaches the plan

@@ -286,9 +286,10 @@ def test_knowledge_roundtrip_is_not_mutated():
 
 class _FakeModule:
     def __init__(self, **params):
-        self.params = {"sysroot": "/", "generation": None, "gpu_count": 0, "expected": {}, "cpu_governor": "",
-                       "transparent_hugepage": "", "pending_cmdline": [], "virtualization_host": False, "skip": [],
-                       "fail_on": "fail", "report_dir": "", **params}
+        from ansible_collections.topotune.instinct.plugins.module_utils.core.options import defaults
+
+        # the module's defaults, as its argument spec gives them (declared once: platform_checks.OPTIONS)
+        self.params = dict(defaults(pc.OPTIONS), **params)
         self.check_mode = True
 
     def fail_json(self, **kwargs):
