@@ -41,7 +41,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "tt-slurm"
 # where sim/cluster.py builds each node's hardware tree (<STATE_DIR>/sysroots/<node name>, mounted at /sim)
-STATE_DIR = os.path.join(REPO, ".cache", "sim")
+STATE_DIR = os.environ.get("TOPOTUNE_SIM_STATE") or os.path.join(REPO, ".cache", "sim")
 SLURM_CONF = """\
 ClusterName=topotune
 SlurmctldHost={host}

@@ -33,7 +33,9 @@ def test_files_modes_and_owner(host):
 def test_the_cli_renders_exactly_what_the_role_wrote(host):
     """bin/topotune launch (plain offline code) on the node's hardware tree gives the node's files byte for byte."""
     name = host.backend.get_hostname()
-    sysroot = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "sysroots", name)
+    # the tree this node mounts at /sim (scripts/test keeps the trees on a tmpfs; docker knows where)
+    sysroot = subprocess.run(["docker", "inspect", "-f", '{{range .Mounts}}{{if eq .Destination "/sim"}}{{.Source}}'
+                              '{{end}}{{end}}', name], capture_output=True, text=True, check=True).stdout.strip()
     repo = os.environ["MOLECULE_PROJECT_DIRECTORY"]
     options = host.ansible.get_variables()
     visible = options.get("launch_templates_visible_devices_env", "ROCR_VISIBLE_DEVICES")
