@@ -4,6 +4,7 @@ and the module's gathering on simulated sysroots (real-capture, synthetic and fa
 import copy
 import importlib.util
 import os
+import re
 
 import pytest
 
@@ -521,3 +522,28 @@ def test_the_action_names_a_wrong_variable_before_the_module_runs():
     plugin = action({"sysroot": "/sim", "gpu_count": 8, "knowledge": {}})
     plugin.run(task_vars={})
     assert plugin.calls == ["topotune.instinct.platform_checks"]
+
+
+# ------------------------------------------------------------------------- every check has its documentation
+def _documented_ids():
+    """The check ids of the tables of docs/health-checks.md (their first column), ``prefix_*`` patterns included."""
+    with open(os.path.join(REPO, "docs", "health-checks.md"), encoding="utf-8") as handle:
+        rows = [line.split("|")[1] for line in handle if line.startswith("| `")]
+    return {name for row in rows for name in re.findall(r"`([a-z0-9_]+\*?)`", row)}
+
+
+def test_every_check_id_has_its_row_in_docs_health_checks(profile_root):
+    """docs/health-checks.md is where a check is described (what it reads, levels, remediation, sources): every id the
+    engines return, on simulated nodes of several kinds with every expectation pinned, has its row there."""
+    documented = _documented_ids()
+    patterns = tuple(name[:-1] for name in documented if name.endswith("*"))
+    knowledge = dict(KNOWLEDGE, pcie_health=PCIE, gpu_health=load_knowledge("gpu_health"))
+    expected = {"rocm_version": "6.4.*", "kernel_release": "6.8.*", "os_release": "ubuntu 22.04", "bios_version": "1.*",
+                "vbios": "113-*", "firmware": {"mec": "177"}, "min_online_memory_gib": 64}
+    emitted = set()
+    for profile in ("mi300x-8gpu-spx", "mi250x-8gcd", "mi210-8gpu-2hive", "mi300x-hf-8gpu-spx", "fault-numa-minus1"):
+        facts = pc.gather(profile_root(profile))
+        emitted.update(r["id"] for r in pc.run_checks(facts, knowledge, {"expected": expected}))
+    assert len(emitted) > 40
+    undocumented = sorted(i for i in emitted if i not in documented and not i.startswith(patterns))
+    assert not undocumented, "checks without a row in docs/health-checks.md: %s" % ", ".join(undocumented)
