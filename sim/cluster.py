@@ -56,9 +56,14 @@ def running_nodes(prefix=None):
     return sorted(row for row in rows if prefix is None or row[0].startswith(prefix + "-"))
 
 
+def tree_of(name):
+    """The controller directory of node ``name``'s hardware tree (mounted at /sim in the node)."""
+    return os.path.join(STATE, "sysroots", name)
+
+
 def start_node(name, profile, image=None):
     """Start node ``name`` with the hardware of ``profile``, from ``image`` (default the node image, IMAGE)."""
-    tree = os.path.join(STATE, "sysroots", name)
+    tree = tree_of(name)
     sim_sysroot.build(profile, tree)
     docker("rm", "-f", name, check=False)
     docker(

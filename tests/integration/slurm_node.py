@@ -40,8 +40,6 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PREFIX = "tt-slurm"
-# where sim/cluster.py builds each node's hardware tree (<STATE_DIR>/sysroots/<node name>, mounted at /sim)
-STATE_DIR = os.environ.get("TOPOTUNE_SIM_STATE") or os.path.join(REPO, ".cache", "sim")
 SLURM_CONF = """\
 ClusterName=topotune
 SlurmctldHost={host}
@@ -105,6 +103,8 @@ class SlurmNode:
         self.profile = profile
         self.name = name or "%s-%d-%s" % (PREFIX, os.getpid(), profile)
         self.hwloc_fsroot = None
+        # the controller directory of the node's hardware tree (sim/cluster.py builds it; mounted at /sim)
+        self.tree = _cluster().tree_of(self.name)
 
     # --- container ---------------------------------------------------------------------------------------------
     def start(self):

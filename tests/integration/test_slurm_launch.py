@@ -28,7 +28,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.topology.discove
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from slurm_node import STATE_DIR, SlurmNode, gres_records, parse_probe  # noqa: E402
+from slurm_node import SlurmNode, gres_records, parse_probe  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 with open(os.path.join(REPO, "roles", "launch_templates", "files", "topotune-bind"), encoding="utf-8") as _handle:
@@ -39,7 +39,7 @@ BOUND_PROBE = "TT_POLICY=$(numactl --show | sed -n 's/^policy: //p') /usr/local/
 
 
 def _launch_files(node, options, model=None):
-    model = model or load_capture(sysroot=os.path.join(STATE_DIR, "sysroots", node.name))
+    model = model or load_capture(sysroot=node.tree)
     opts = {"dev_dir": "/dev", "node_name": node.name, "wrapper_content": WRAPPER}
     opts.update(options)
     result = render(model, opts)
@@ -234,7 +234,7 @@ def reversed_minors():
 
 
 def _without_links(node):
-    model = copy.deepcopy(load_capture(sysroot=os.path.join(STATE_DIR, "sysroots", node.name)))
+    model = copy.deepcopy(load_capture(sysroot=node.tree))
     model["links"] = []
     return model
 
