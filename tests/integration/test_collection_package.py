@@ -67,6 +67,8 @@ def test_tarball_is_lean(installed):
     print("%s: %d entries" % (tarball.name, len(names)))
     assert len(names) < MAX_ENTRIES, "%d entries: galaxy.yml build_ignore lets development files in" % len(names)
     assert {name.split("/")[0] for name in names} == SHIPPED
+    # the generation cards the knowledge views are built from ship with the files that hold the views
+    assert {"knowledge/gpu_generations.yml", "knowledge/generations/mi300x.yml", "knowledge/generations/README.md"} <= set(names)
     assert {n for n in names if n.startswith("tests/")} == {"tests/sanity", "tests/sanity/ignore-2.19.txt", "tests/sanity/README.md"}
     for unwanted in DEVELOPMENT:
         assert [n for n in names if n == unwanted or n.startswith(unwanted + "/")] == [], unwanted

@@ -3,19 +3,26 @@ table of the other knowledge files, or an explicit entry saying why not (``unkno
 where the generation has no such thing); one key per generation across files, its ``name`` (never an alias, a gfx
 target or a PCI device id); every entry cites a source (its own, or its table's).
 
-``problems(data)`` is the check, run on the real files (no problem) and on edited copies (each edit is found)."""
+A generation is one card (knowledge/generations/<name>.yml) and the per-generation tables are views the loader builds
+from the cards: ``problems(data)`` checks the views as every reader sees them, ``card_problems(cards, data)`` the cards
+themselves (every section present, every name it gives known). Both run on the real files (no problem) and on edited
+copies (each edit is found), and on a new card in a copy of the knowledge directory (what adding a generation is)."""
 
 import copy
+import os
 import re
+import shutil
 
 import pytest
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core import knowledge as kn
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge, names
 
 GENERATION_FIELDS = ("name", "aliases", "devices", "devices_source", "gfx", "gfx_target_version", "devices_per_node",
                      "pcie", "nps_allowed", "nps_policy", "iommu_bios", "kernel_params", "smt", "companion_cpu",
                      "bios_attest", "source", "bios_source")
 PARTITION_FIELDS = ("xcds", "driver", "validated", "matrix_row")
+CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 _DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
 _PRODUCT = re.compile(r"^MI[0-9]+[A-Z]*$")
@@ -124,42 +131,110 @@ def problems(data):
     return out
 
 
+def card_problems(cards, data):
+    """What is wrong with the generation ``cards`` themselves, given the views ``data``; [] when nothing is."""
+    out = []
+    fabrics = {f.get("id") for f in data["advice"]["fabrics"]}
+    required = {check for check, spec in data["pcie_health"].items() if isinstance(spec, dict) and "required" in spec}
+    roles = set(data["gpu_generations"]["tables"]["bios_attest_roles"])
+    for card in cards:
+        name = card["name"]
+        missing = [section for section in CARD_SECTIONS if section not in card]
+        if missing:
+            out.append("card %s: no %s (give each its entry, or unknown: why / not_applicable: why)"
+                       % (name, ", ".join(missing)))
+        if "fabric" in card and card["fabric"] not in fabrics:
+            out.append("card %s: fabric %r is not an id of advice.yml fabrics (%s)" % (
+                name, card["fabric"], ", ".join(sorted(fabrics))))
+        for check in sorted(set(card.get("pcie_required") or []) - required):
+            out.append("card %s: pcie_required %s is not a pcie_health check with `required`" % (name, check))
+        for role in sorted(set(card.get("bios_attest_roles") or []) - roles):
+            out.append("card %s: bios_attest_roles %s is not a role of tables.bios_attest_roles" % (name, role))
+        vram = card.get("retired_pages") or {}
+        if "retired_pages" in card and vram.get("reserved_vram_bytes") is None and not vram.get("not_applicable"):
+            out.append("card %s: retired_pages.reserved_vram_bytes null without not_applicable: why" % name)
+    return out
+
+
 @pytest.fixture(scope="module")
 def data():
     return {name: load_knowledge(name) for name in names()}
 
 
+def _entry(entries, name):
+    return next(entry for entry in entries if entry["name"] == name)
+
+
 def test_the_knowledge_files_keep_the_schema(data):
     assert set(data) >= {"gpu_generations", "rccl_expectations", "gpu_health", "advice", "pcie_health", "env_vars"}
     assert problems(data) == []
+    cards = kn.cards()
+    assert [card["name"] for card in cards] == [g["name"] for g in data["gpu_generations"]["generations"]]
+    assert card_problems(cards, data) == []
+
+
+def test_each_break_of_a_card_is_named(data):
+    cards = kn.cards()
+    mi300x = next(card for card in cards if card["name"] == "MI300X")
+    mi300x.pop("partitions")
+    mi300x["fabric"] = "mesh"
+    mi300x["pcie_required"].append("aspm")
+    mi300x["retired_pages"] = {"reserved_vram_bytes": None}
+    assert card_problems(cards, data) == [
+        "card MI300X: no partitions (give each its entry, or unknown: why / not_applicable: why)",
+        "card MI300X: fabric 'mesh' is not an id of advice.yml fabrics (mi300a_unstated, oam_full_mesh, oam_xgmi, "
+        "pcie_xgmi_bridge)",
+        "card MI300X: pcie_required aspm is not a pcie_health check with `required`",
+        "card MI300X: retired_pages.reserved_vram_bytes null without not_applicable: why",
+    ]
+
+
+def _knowledge_copy(tmp_path):
+    copied = tmp_path / "knowledge"
+    shutil.copytree(kn.KNOWLEDGE_DIR, copied)
+    return copied
+
+
+def test_a_new_generation_is_one_card_its_missing_sections_are_named(data, tmp_path):
+    """A card with only its identity: the views leave it out of every table and the schema names each one."""
+    directory = _knowledge_copy(tmp_path)
+    card = (directory / "generations" / "mi300x.yml").read_text()
+    identity_only = card[:card.index("\n# RCCL pass criteria")].replace("name: MI300X", "name: MI400X")
+    identity_only = identity_only.replace("aliases: []", "aliases: []  # new").replace('"0x74', '"0x99')
+    (directory / "generations" / "mi400x.yml").write_text(identity_only + "\n")
+    views = {name: load_knowledge(name, str(directory)) for name in names(str(directory))}
+    assert "MI400X" in [g["name"] for g in views["gpu_generations"]["generations"]]
+    assert problems(views) == [
+        "rccl_expectations generations: no entry for MI400X (give it one, or unknown: why)",
+        "gpu_health partitions.generations: no entry for MI400X (give it one, or unknown: why)",
+        "gpu_health retired_pages.reserved_vram_bytes: no entry for MI400X (give it one, or unknown: why)",
+        "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
+    ]
+    assert card_problems(kn.cards(str(directory)), views) == [
+        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles (give each its "
+        "entry, or unknown: why / not_applicable: why)"]
+
+    # the same card with every section, explicit where nothing is known: no problem anywhere
+    (directory / "generations" / "mi400x.yml").write_text(identity_only + """
+rccl: {unknown: no acceptance page yet, observed: [], source: ROCm/system-acceptance-docs docs/gpus/}
+partitions: {not_applicable: driver rules not read yet}
+retired_pages: {reserved_vram_bytes: null, not_applicable: not read yet}
+fabric: mi300a_unstated
+pcie_required: [ten_bit_tags, ari]
+bios_attest_roles: [bare_metal, virtualization_host]
+""")
+    views = {name: load_knowledge(name, str(directory)) for name in names(str(directory))}
+    assert problems(views) == [] and card_problems(kn.cards(str(directory)), views) == []
+    assert "MI400X" in views["pcie_health"]["ari"]["required"]["generations"]
+    assert "MI400X" in views["gpu_generations"]["tables"]["bios_attest_roles"]["bare_metal"]["generations"]
+    assert "MI400X" in views["gpu_health"]["retired_pages"]["not_applicable"]
+    assert os.path.exists(directory / "generations" / "README.md")
 
 
 def _with(data, edit):
     changed = copy.deepcopy(data)
     edit(changed)
     return problems(changed)
-
-
-def test_a_new_generation_without_its_entries_is_named_in_every_file(data):
-    def add(d):
-        new = dict(copy.deepcopy(d["gpu_generations"]["generations"][2]), name="MI400X", aliases=[], gfx="gfx942")
-        d["gpu_generations"]["generations"].append(new)
-    found = _with(data, add)
-    assert found == [
-        "rccl_expectations generations: no entry for MI400X (give it one, or unknown: why)",
-        "gpu_health partitions.generations: no entry for MI400X (give it one, or unknown: why)",
-        "gpu_health retired_pages.reserved_vram_bytes: no entry for MI400X (give it one, or unknown: why)",
-        "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
-    ]
-
-    def add_explicit(d):
-        add(d)
-        d["rccl_expectations"]["generations"].append({"name": "MI400X", "unknown": "no page yet", "source": "docs/gpus/"})
-        d["gpu_health"]["partitions"]["generations"]["MI400X"] = {"unknown": "driver rules not read yet"}
-        d["gpu_health"]["retired_pages"]["reserved_vram_bytes"]["MI400X"] = None
-        d["gpu_health"]["retired_pages"]["not_applicable"].append("MI400X")
-        d["advice"]["fabrics"].append({"id": "x", "generations": ["MI400X"], "unknown": "not stated", "source": "s"})
-    assert _with(data, add_explicit) == []
 
 
 # (edit, the problem it must give)
@@ -172,9 +247,9 @@ BREAKS = [
      "gpu_health partitions.generations: no entry for MI210 (give it one, or unknown: why)"),
     (lambda d: d["gpu_health"]["partitions"]["generations"].__setitem__("MI210", {"not_applicable": ""}),
      "gpu_health partitions MI210: neither xcds, driver, validated, matrix_row nor not_applicable: why"),
-    (lambda d: d["rccl_expectations"]["generations"][3].pop("unknown"),
+    (lambda d: _entry(d["rccl_expectations"]["generations"], "MI308X").pop("unknown"),
      "rccl_expectations MI308X: neither criteria nor unknown: why"),
-    (lambda d: d["rccl_expectations"]["generations"][3].pop("source"), "rccl_expectations MI308X: no source"),
+    (lambda d: _entry(d["rccl_expectations"]["generations"], "MI308X").pop("source"), "rccl_expectations MI308X: no source"),
     (lambda d: d["gpu_health"]["retired_pages"]["not_applicable"].remove("MI300A"),
      "gpu_health reserved_vram_bytes MI300A: null without not_applicable"),
     (lambda d: d["pcie_health"]["ari"]["required"]["generations"].append("MI250"),
@@ -184,7 +259,7 @@ BREAKS = [
     (lambda d: d["env_vars"]["variables"]["HSA_OVERRIDE_GFX_VERSION"].__setitem__("applies_to", ["gfx1100"]),
      "env_vars variables.HSA_OVERRIDE_GFX_VERSION.applies_to: gfx target gfx1100 is neither a generation's gfx nor in "
      "env_vars native_gfx"),
-    (lambda d: d["gpu_generations"]["generations"][1].pop("source"), "gpu_generations MI250X: no source"),
+    (lambda d: _entry(d["gpu_generations"]["generations"], "MI250X").pop("source"), "gpu_generations MI250X: no source"),
 ]
 
 

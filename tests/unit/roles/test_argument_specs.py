@@ -9,6 +9,8 @@ import re
 import pytest
 import yaml
 
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES_DIR = os.path.join(REPO, "roles")
 ROLES = sorted(d for d in os.listdir(ROLES_DIR) if os.path.isdir(os.path.join(ROLES_DIR, d))) if os.path.isdir(ROLES_DIR) else []
@@ -51,7 +53,6 @@ def test_every_option_is_prefixed_described_and_typed(role):
 # One way to do each thing (issue 15): meta/argument_specs.yml owns types and choices, knowledge/ owns AMD facts and
 # enums; vars/main.yml and the preflight asserts keep only policy and cross-field rules.
 
-KNOWLEDGE = os.path.join(REPO, "knowledge")
 _TYPE_RECHECKS = {"bool": ("is not boolean", "is boolean"), "dict": ("is not mapping", "is mapping"),
                   "list": ("is not sequence", "is string or")}
 
@@ -70,11 +71,6 @@ def _role_text(role):
     return "\n".join(text)
 
 
-def _knowledge(name):
-    with open(os.path.join(KNOWLEDGE, name + ".yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
-
-
 @pytest.mark.parametrize("role", ROLES)
 def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
     internals = _load(role, "vars", "main.yml") or {}
@@ -91,21 +87,21 @@ def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
 @pytest.mark.parametrize("option", ["rocm_env.rocm_env_profile", "container_runtime.container_runtime_profile"])
 def test_profile_choices_are_the_knowledge_profiles(option):
     role, name = option.split(".")
-    assert _options(role)[name]["choices"] == list(_knowledge("env_profiles")["profiles"])
+    assert _options(role)[name]["choices"] == list(load_knowledge("env_profiles")["profiles"])
 
 
 def test_refused_capabilities_are_the_knowledge_ones():
     from ansible_collections.topotune.instinct.plugins.plugin_utils.env.container_plan import FORBIDDEN_CAPS
 
-    forbidden = {entry["name"] for entry in _knowledge("container_flags")["forbidden"]} - {"privileged"}
+    forbidden = {entry["name"] for entry in load_knowledge("container_flags")["forbidden"]} - {"privileged"}
     assert set(FORBIDDEN_CAPS) == forbidden
     assert "SYS_RAWIO" not in _role_text("container_runtime"), "container_runtime spells out a refused capability"
 
 
-def test_required_kernel_parameters_come_from_knowledge():
+def test_required_kernel_parameters_come_fromload_knowledge():
     from ansible_collections.topotune.instinct.plugins.filter.kernel_params import kernel_params
 
-    generations = _knowledge("gpu_generations")
+    generations = load_knowledge("gpu_generations")
     default = _load("kernel_tuning", "defaults", "main.yml")["kernel_tuning_cmdline"]
     assert isinstance(default, str) and "topotune.instinct.kernel_params" in default
     assert _options("kernel_tuning")["kernel_tuning_cmdline"]["default"] == default

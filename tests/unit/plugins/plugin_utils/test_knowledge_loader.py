@@ -22,13 +22,92 @@ def test_the_directory_is_the_collections_knowledge():
     assert kn.names() == sorted(f[:-4] for f in os.listdir(kn.KNOWLEDGE_DIR) if f.endswith(".yml"))
 
 
-@pytest.mark.parametrize("name", kn.names())
-def test_every_file_reads_the_same_with_the_c_and_the_python_parser(name):
-    with open(os.path.join(kn.KNOWLEDGE_DIR, name + ".yml"), encoding="utf-8") as handle:
+def _knowledge_files():
+    cards = os.path.join(kn.KNOWLEDGE_DIR, kn.CARDS)
+    return [os.path.join(kn.KNOWLEDGE_DIR, n + ".yml") for n in kn.names()] + [
+        os.path.join(cards, f) for f in sorted(os.listdir(cards)) if f.endswith(".yml")]
+
+
+@pytest.mark.parametrize("path", _knowledge_files(), ids=os.path.basename)
+def test_every_file_reads_the_same_with_the_c_and_the_python_parser(path):
+    with open(path, encoding="utf-8") as handle:
         text = handle.read()
-    assert kn.load_knowledge(name) == yaml.load(text, Loader=yaml.SafeLoader)  # the pure-Python safe loader
+    assert kn.parse(text, path) == yaml.load(text, Loader=yaml.SafeLoader)  # the pure-Python safe loader
     if yaml.__with_libyaml__:
         assert kn._LOADER is yaml.CSafeLoader
+
+
+TABLES = """tables:
+  shared: {required: [iommu=pt]}
+generations: {from_cards: identity, as: list}
+"""
+CARD = """name: {name}
+identity: {{gfx: {gfx}, kernel_params: {{table: shared}}}}
+fabric: {fabric}
+partitions: {partitions}
+"""
+VIEWS = """by_name: {from_cards: partitions}
+mesh: {from_cards: fabric, names_where: mesh}
+partitioned: {from_cards: partitions, names: true}
+"""
+
+
+def _cards_dir(tmp_path, cards):
+    (tmp_path / "gpu_generations.yml").write_text(TABLES)
+    (tmp_path / "views.yml").write_text(VIEWS)
+    (tmp_path / kn.CARDS).mkdir(exist_ok=True)
+    for name, gfx, fabric, partitions in cards:
+        (tmp_path / kn.CARDS / (name.lower() + ".yml")).write_text(
+            CARD.format(name=name, gfx=gfx, fabric=fabric, partitions=partitions))
+    return str(tmp_path)
+
+
+def test_the_views_are_built_from_the_cards_in_name_order(tmp_path):
+    directory = _cards_dir(tmp_path, [("MI2", "gfx2", "mesh", "{xcds: 8}"), ("MI1", "gfx1", "pcie", "null")])
+    assert kn.generations(directory) == [{"name": "MI1", "gfx": "gfx1", "kernel_params": {"required": ["iommu=pt"]}},
+                                         {"name": "MI2", "gfx": "gfx2", "kernel_params": {"required": ["iommu=pt"]}}]
+    assert kn.load_knowledge("views", directory) == {
+        "by_name": {"MI1": None, "MI2": {"xcds": 8}}, "mesh": ["MI2"], "partitioned": ["MI2"]}
+    assert [c["name"] for c in kn.cards(directory)] == ["MI1", "MI2"]
+
+
+def test_an_edited_or_added_card_builds_the_views_again(tmp_path):
+    directory = _cards_dir(tmp_path, [("MI1", "gfx1", "pcie", "null")])
+    assert kn.load_knowledge("views", directory)["mesh"] == []
+    _cards_dir(tmp_path, [("MI1", "gfx1", "mesh", "null")])
+    os.utime(tmp_path / kn.CARDS / "mi1.yml", ns=(1, 10 ** 18))
+    assert kn.load_knowledge("views", directory)["mesh"] == ["MI1"]
+    _cards_dir(tmp_path, [("MI3", "gfx3", "mesh", "{xcds: 4}")])
+    assert kn.load_knowledge("views", directory)["mesh"] == ["MI1", "MI3"]
+
+
+# (card file name, its text, message): a card that is not one is one line naming the file and why
+CARD_ERRORS = [
+    ("mi9.yml", "name: MI8\n", "generation card {dir}/generations/mi9.yml is not a mapping whose `name` is the "
+     "file's name (mi9.yml holds name: MI9)"),
+    ("mi9.yml", "- a\n", "generation card {dir}/generations/mi9.yml is not a mapping"),
+    ("mi9.yml", "name: MI9\nidentity: {x: {table: absent}}\n", "generation card {dir}/generations/mi9.yml names table "
+     "'absent', which gpu_generations.yml `tables` does not hold (known: shared)"),
+    ("mi9.yml", "name: MI9\nidentity: [1,\n", "generation card {dir}/generations/mi9.yml is not valid YAML: "),
+    ("mi9.yml", "name: MI9\nidentity: 3\n", "generation card MI9: `identity` is not a mapping (view at "
+     "gpu_generations.generations)"),
+]
+
+
+@pytest.mark.parametrize("file,text,message", CARD_ERRORS)
+def test_a_card_that_is_not_one_is_one_clear_error(tmp_path, file, text, message):
+    directory = _cards_dir(tmp_path, [])
+    (tmp_path / kn.CARDS / file).write_text(text)
+    with pytest.raises(kn.KnowledgeError) as err:
+        kn.load_knowledge("gpu_generations", directory)
+    assert str(err.value).startswith(message.format(dir=tmp_path)) and "\n" not in str(err.value)
+
+
+def test_a_marker_the_loader_does_not_know_is_named(tmp_path):
+    directory = _cards_dir(tmp_path, [])
+    (tmp_path / "bad.yml").write_text("x: {y: {from_cards: fabric, sorted: true}}\n")
+    with pytest.raises(kn.KnowledgeError, match=r"^view marker at bad.x.y is not one the loader knows"):
+        kn.load_knowledge("bad", directory)
 
 
 def test_each_caller_gets_a_copy_of_its_own():
