@@ -142,7 +142,8 @@ class Runner:
     def env(self, variant):
         env = dict(os.environ)
         env["ANSIBLE_CALLBACK_PLUGINS"] = self.cbdir
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.builtin.profile_tasks,task_counter"
+        # as the repo's ansible.cfg has them (preload: topotune's plugins and knowledge loaded before workers fork)
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.builtin.profile_tasks,topotune.instinct.preload,task_counter"
         env["TOPOTUNE_TASK_COUNTER_OUT"] = os.path.join(self.cluster.workdir, "counter.json")
         env["ANSIBLE_FORCE_COLOR"] = "0"
         if variant == "nopipe":

@@ -28,16 +28,12 @@ options:
     description: The C(hostvars) magic variable; hosts without C(platform_checks_report.inventory) are left out.
     type: raw
     required: true
-  lines:
-    description: Return one terminal line per item that differs or has no majority instead of the report.
-    type: bool
-    default: false
 """
 
 EXAMPLES = r"""
 - name: Name the odd node out per firmware/software item
   ansible.builtin.debug:
-    msg: "{{ ansible_play_hosts | topotune.instinct.cluster_consistency(hostvars, lines=true) }}"
+    msg: "{{ (ansible_play_hosts | topotune.instinct.cluster_consistency(hostvars)).odd_nodes }}"
   run_once: true
 """
 
@@ -46,7 +42,7 @@ _value:
   description:
     - C(nodes), C(classes) (class to hosts), C(items) (C(item), C(label), C(class), C(status)
       consistent/differs/no_majority/unknown, C(majority), C(odd), C(unknown) hosts, C(values) value to hosts),
-      C(odd_nodes) (host to items), C(summary); or with O(lines) a list of lines.
+      C(odd_nodes) (host to items), C(summary). C(topotune.instinct.run_summary_lines) prints it.
   type: raw
   sample:
     nodes: [node1, node2, node3]
@@ -62,10 +58,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.node_faults import host_variables
 from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare
-from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import lines as report_lines
 
 
-def cluster_consistency(hosts, hostvars, lines=False):
+def cluster_consistency(hosts, hostvars):
     if not isinstance(hosts, (list, tuple)):
         raise AnsibleFilterError("cluster_consistency: input must be a list of host names, got %s" % type(hosts).__name__)
     inventories = {}
@@ -73,8 +68,7 @@ def cluster_consistency(hosts, hostvars, lines=False):
         report = host_variables(hostvars, host).get("platform_checks_report")
         if isinstance(report, dict) and isinstance(report.get("inventory"), dict):
             inventories[host] = report["inventory"]
-    result = compare(inventories)
-    return report_lines(result) if lines else result
+    return compare(inventories)
 
 
 class FilterModule:

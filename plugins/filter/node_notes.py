@@ -25,36 +25,30 @@ options:
     description: The C(hostvars) magic variable.
     type: raw
     required: true
-  lines:
-    description: Return a flat list of lines, each the host name, a colon and the note, instead of the mapping.
-    type: bool
-    default: false
 """
 
 EXAMPLES = r"""
 - name: Show what the run lock noted on each node
   ansible.builtin.debug:
-    msg: "{{ ansible_play_hosts | topotune.instinct.node_notes(hostvars, lines=true) }}"
+    msg: "{{ ansible_play_hosts | topotune.instinct.node_notes(hostvars) }}"
   run_once: true
 """
 
 RETURN = r"""
 _value:
-  description: "Host name to its notes, or with O(lines) the lines C(<host>: <note>)."
-  type: raw
+  description: Host name to its notes (C(topotune.instinct.run_summary_lines) prints them).
+  type: dict
   sample: {node-7: ["waited 12.0s for run 3f9c2a71b0de (playbooks/site.yml, pid 4242, ...) to release the run lock"]}
 """
 
 
-def node_notes(hosts, hostvars, lines=False):
+def node_notes(hosts, hostvars):
     notes = {}
     for host in hosts or []:
         result = host_variables(hostvars, host).get("__topotune_run_lock")
         found = [str(n) for n in (result.get("notes") or []) if n] if isinstance(result, dict) else []
         if found:
             notes[host] = found
-    if lines:
-        return ["%s: %s" % (host, note) for host in notes for note in notes[host]]
     return notes
 
 

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from ansible_collections.topotune.instinct.plugins.filter.run_summary_lines import run_summary_lines
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import gpu_health as gh
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
@@ -498,6 +499,10 @@ def test_consistency_names_the_odd_node():
     assert report["odd_nodes"] == {"n3": ["vbios"]}
     assert _row(report, "rocm_version")["status"] == "consistent"
     assert lines(report) == ["MI300X SPX/NPS1 VBIOS: 113-M3000100-102 on 2 node(s); odd: n3 (113-M3000108-103)"]
+    # the run summary prints the count and the same lines (playbooks/summary.yml)
+    summary = {"hosts": ["n1", "n2", "n3"], "completed_hosts": ["n1", "n2", "n3"], "consistency": report}
+    assert run_summary_lines(summary) == ["3 of 3 node(s) completed; none failed",
+                                          "cluster consistency: 1 item(s) differ, 0 without a majority"] + lines(report)
 
 
 def test_consistency_without_majority_says_so():

@@ -6,6 +6,7 @@ import os
 
 from ansible_collections.topotune.instinct.plugins.filter.node_failures import node_failures
 from ansible_collections.topotune.instinct.plugins.filter.node_notes import node_notes
+from ansible_collections.topotune.instinct.plugins.filter.run_summary_lines import run_summary_lines
 from ansible_collections.topotune.instinct.plugins.module_utils.core import node_faults as nf
 
 MOUNTINFO = """\
@@ -126,5 +127,14 @@ def test_node_failures_and_notes_filters():
     assert lines["n2"] == "n2: node cannot take this run's writes, nothing was changed: x"
     assert lines["n3"] == "n3: failed at a task that kept no result; see its 'fatal: [n3]' line in the play output"
     assert node_notes(["n4", "n5", "n1"], hostvars) == {"n4": ["waited 12s for run abc (site.yml)"]}
-    assert node_notes(["n4"], hostvars, lines=True) == ["n4: waited 12s for run abc (site.yml)"]
     assert node_failures([], hostvars) == {}
+
+    # the terminal lines of the run summary built from them (playbooks/summary.yml prints these)
+    summary = {"hosts": ["n1", "n2", "n4"], "completed_hosts": ["n4"], "failed_hosts": ["n1", "n2"],
+               "failures": node_failures(["n1", "n2"], hostvars), "notes": node_notes(["n4"], hostvars),
+               "consistency": {"nodes": []}}
+    assert run_summary_lines(summary) == [
+        "1 of 3 node(s) completed; failed or unreachable: n1, n2", lines["n1"], lines["n2"],
+        "n4: waited 12s for run abc (site.yml)"]
+    clean = dict(summary, completed_hosts=["n1", "n2", "n4"], failed_hosts=[], failures={}, notes={})
+    assert run_summary_lines(clean) == ["3 of 3 node(s) completed; none failed"]
