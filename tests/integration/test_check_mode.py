@@ -185,7 +185,7 @@ def runs(tmp_path_factory):
 def _site(work, inventory, name, extra):
     out = work / ("%s.json" % name)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACK_PLUGINS=str(work / "callbacks"), ANSIBLE_CALLBACKS_ENABLED="tt_task_results",
+               ANSIBLE_CALLBACK_PLUGINS=str(work / "callbacks"), ANSIBLE_CALLBACKS_ENABLED="tt_task_results,topotune.instinct.preload",
                TT_TASK_RESULTS=str(out))
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), *extra,
                            os.path.join(REPO, "playbooks", "site.yml")],

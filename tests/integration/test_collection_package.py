@@ -169,9 +169,10 @@ def _drift(work):
 @pytest.mark.parametrize("playbook,args,env,mode", [
     ("topotune.instinct.site", (), {}, None),
     ("topotune.instinct.drift", (), {}, "fast"),
-    # full mode needs the capture callback, which only this repository's ansible.cfg enables
-    ("topotune.instinct.drift", ("-e", "topotune_drift_mode=full"), {"ANSIBLE_CALLBACKS_ENABLED": "topotune.instinct.drift_capture"},
-     "full"),
+    # full mode needs the capture callback, which only this repository's ansible.cfg enables; the preload callback
+    # (README: recommended beside it) loads the plugins from the installed collection
+    ("topotune.instinct.drift", ("-e", "topotune_drift_mode=full"),
+     {"ANSIBLE_CALLBACKS_ENABLED": "topotune.instinct.drift_capture,topotune.instinct.preload"}, "full"),
 ], ids=["site", "drift-fast", "drift-full"])
 def test_playbooks_run_from_the_installed_collection(project, playbook, args, env, mode):
     work, _unused = project

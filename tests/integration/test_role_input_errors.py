@@ -50,7 +50,8 @@ def test_wrong_variable_is_named_before_any_change(tmp_path, role, extra_vars, v
     playbook.write_text(PLAY.format(role=role))
     extra = dict(extra_vars, topotune_sysroot=str(tmp_path / "sysroot"))
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_CALLBACKS_ENABLED="topotune.instinct.drift_capture")
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_CALLBACKS_ENABLED="topotune.instinct.drift_capture,topotune.instinct.preload")
     run = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
                           "-e", json.dumps(extra), str(playbook)], cwd=REPO, env=env, capture_output=True, text=True,
                          check=False)

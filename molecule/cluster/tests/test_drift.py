@@ -69,7 +69,8 @@ def runs():
         out["rounds"][number] = {
             "fast": playbook("playbooks/drift.yml", os.path.join(here, "fast")),
             "full": playbook("playbooks/drift.yml", os.path.join(here, "full"), "-e", "topotune_drift_mode=full",
-                             env={"ANSIBLE_CALLBACKS_ENABLED": "ansible.builtin.profile_tasks,topotune.instinct.drift_capture"}),
+                             env={"ANSIBLE_CALLBACKS_ENABLED":
+                                  "ansible.builtin.profile_tasks,topotune.instinct.drift_capture,topotune.instinct.preload"}),
             "correct": playbook("playbooks/drift.yml", os.path.join(here, "correct"), "-e", "topotune_correct=true"),
             "after": playbook("playbooks/drift.yml", os.path.join(here, "after")),
         }
