@@ -4,7 +4,7 @@
 
 Checks the input first (nothing is read from the node when it is wrong), takes the node's model by the one chain, runs
 the read-only gpu_topology module only when that chain has none, reads the device nodes with the read-only
-gpu_device_access module (unless given their facts), and returns ``plugin_utils/container_flags.role_plan()``: every
+gpu_device_access module, and returns ``plugin_utils/container_flags.role_plan()``: every
 launch group's flags, the compose fragment, the checks and their report, the files' text (for the role's one
 managed_files call), the users to add to the device groups and what the role manages. Wrong input, and failed checks
 with ``strict``, fail the task.
@@ -57,13 +57,11 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("container_runtime: cannot read the node's GPU topology under %s: %s"
                                         % (args["sysroot"], found.get("msg", "gpu_topology failed")))
             topology = role_action.discovered_model(found)
-        devices = args["device_facts"]
-        if devices is None:
-            devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
-                                           module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
-            if devices.get("failed"):
-                raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
-                                        % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))
+        devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
+                                       module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
+        if devices.get("failed"):
+            raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
+                                    % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))
         try:
             planned = role_plan(options, topology, devices, known,
                                 role_action.managed_header(task_vars, self._templar))

@@ -68,11 +68,6 @@ OPTIONS = {
         "type": "dict", "default": {}, "role": False,
         "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
     },
-    "device_facts": {
-        "type": "dict", "role": False,
-        "description": "The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only "
-                       "module is run on the node with O(sysroot) and O(users), after the input check.",
-    },
     "sysroot": {
         "type": "str", "default": "/",
         "description": "Root under which M(topotune.instinct.gpu_topology) and M(topotune.instinct.gpu_device_access) "
@@ -179,8 +174,8 @@ OPTIONS = {
                        "is set); the plan's C(docker_restart) is true when it also exists.",
     },
 }
-# The inputs that give the node's facts (its model, its device nodes), not options of the plan.
-NODE_INPUTS = ("topology", "inventory_topology", "discovery", "device_facts")
+# The inputs that give the node's model, not options of the plan (the device nodes are always read on the node).
+NODE_INPUTS = ("topology", "inventory_topology", "discovery")
 
 
 class FlagError(TopotuneError, ValueError):
