@@ -111,3 +111,16 @@ def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check()
     assert result["device_groups"] == ["render"] and result["gids"] == [110] and result["users_to_add"] == ["trainer"]
     with pytest.raises(AnsibleActionFail, match="cannot read the device nodes under /sim: permission denied"):
         run(container_runtime, {"topology": MODEL, "sysroot": "/sim"})
+
+
+@pytest.mark.parametrize("module,role,args", [
+    (rocm_env, "rocm_env", {"profile": "debug", "topology": MODEL, "rocm_version": "6.4.1"}),
+    (container_runtime, "container_runtime", {"profile": "debug", "topology": MODEL}),
+])
+def test_an_unreadable_knowledge_file_fails_the_task_naming_the_role(module, role, args, monkeypatch):
+    def unreadable(name):
+        raise ValueError("knowledge/%s.yml: not a mapping" % name)
+
+    monkeypatch.setattr(module, "load_knowledge", unreadable)
+    with pytest.raises(AnsibleActionFail, match=r"^%s: knowledge/\w+\.yml: not a mapping$" % role):
+        run(module, args, devices=DEVICES)
