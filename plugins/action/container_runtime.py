@@ -4,7 +4,7 @@
 
 Checks the input first (nothing is read from the node when it is wrong), takes the node's model by the one chain, runs
 the read-only gpu_topology module only when that chain has none, reads the device nodes with the read-only
-gpu_device_access module (unless given their facts), and returns ``plugin_utils/container_flags.role_plan()``: every
+gpu_device_access module, and returns ``plugin_utils/container_flags.role_plan()``: every
 launch group's flags, the compose fragment, the checks and their report, the files' text (for the role's one
 managed_files call), the users to add to the device groups and what the role manages. Wrong input, and failed checks
 with ``strict``, fail the task.
@@ -30,10 +30,8 @@ ARGUMENT_SPEC = argument_spec(OPTIONS)
 
 
 def knowledge():
-    try:
+    with role_action.task_fails_on(ValueError, "container_runtime: "):
         return {"container_flags": load_knowledge("container_flags"), "env_profiles": load_knowledge("env_profiles")}
-    except ValueError as err:
-        raise AnsibleActionFail("container_runtime: %s" % err) from None
 
 
 class ActionModule(ActionBase):
@@ -42,33 +40,19 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        options = {k: args[k] for k in OPTIONS if k not in NODE_INPUTS}
+        args, options = role_action.plan_inputs(self, ARGUMENT_SPEC, OPTIONS, NODE_INPUTS)
         known = knowledge()
-        try:
+        with role_action.task_fails_on(FlagError):
             check_options(options, known["container_flags"])
-        except FlagError as err:
-            raise AnsibleActionFail(str(err)) from None
 
-        topology = role_action.known_model(args["topology"], args["inventory_topology"], args["discovery"])
-        if not topology:
-            found = role_action.discover(self, task_vars, args["sysroot"])
-            if found.get("failed"):
-                raise AnsibleActionFail("container_runtime: cannot read the node's GPU topology under %s: %s"
-                                        % (args["sysroot"], found.get("msg", "gpu_topology failed")))
-            topology = role_action.discovered_model(found)
-        devices = args["device_facts"]
-        if devices is None:
-            devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
-                                           module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
-            if devices.get("failed"):
-                raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
-                                        % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))
-        try:
-            planned = role_plan(options, topology, devices, known,
-                                role_action.managed_header(task_vars, self._templar))
-        except FlagError as err:
-            raise AnsibleActionFail(str(err)) from None
+        topology, _found = role_action.node_model(self, task_vars, args, "container_runtime")
+        devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
+                                       module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
+        if devices.get("failed"):
+            raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
+                                    % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))
+        with role_action.task_fails_on(FlagError):
+            planned = role_plan(options, topology, devices, known, role_action.managed_header(task_vars, self._templar))
         # a task result's `warnings` are Ansible's own; the plan's are in its report too
         planned["flag_warnings"] = planned.pop("warnings")
         result.update(changed=False, **planned)

@@ -2,14 +2,22 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action: check role platform_checks' variables with the module's own check (``platform_checks.check_role_options``)
 on the controller, then run the read-only platform_checks module: a wrong role variable is named before anything
-reaches the node."""
+reaches the node. A ``report_dir`` of ``None`` (the role's default) becomes ``checks`` under the run's report
+directory (``platform_checks.default_report_dir``), returned as ``report_dir`` for the role's report task."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import check_role_options
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import (
+    check_role_options,
+    default_report_dir,
+)
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+
+# The run's report directory, the first of these that is set: the one the collection's playbooks resolve
+# (playbooks/vars/topotune.yml), else the collection-wide variable of a play of the user's own.
+RUN_REPORT_DIRS = ("__topotune_report_dir", "topotune_report_dir")
 
 
 def _int(value):
@@ -22,7 +30,10 @@ def _int(value):
 class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self._task.args
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        if "report_dir" in args and args["report_dir"] is None:
+            args["report_dir"] = default_report_dir(self._run_report_dir(task_vars))
         options = {key: args[key] for key in ("sysroot", "report_dir", "fail_on") if key in args}
         if "gpu_count" in args:
             options["gpu_count"] = _int(args["gpu_count"])
@@ -32,4 +43,11 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, msg=str(err))
         result.update(self._execute_module(module_name="topotune.instinct.platform_checks", module_args=args,
                                            task_vars=task_vars))
+        result["report_dir"] = args.get("report_dir", "")
         return result
+
+    def _run_report_dir(self, task_vars):
+        for name in RUN_REPORT_DIRS:
+            if task_vars.get(name) is not None:
+                return self._templar.template(task_vars[name]) or ""
+        return ""

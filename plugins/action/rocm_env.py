@@ -10,7 +10,6 @@ and what the role manages. Refused variables (with ``fail_on_refusal``) and wron
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec
@@ -28,11 +27,9 @@ ARGUMENT_SPEC = argument_spec(OPTIONS)
 
 
 def knowledge():
-    try:
+    with role_action.task_fails_on(ValueError, "rocm_env: "):
         return {"env_vars": load_knowledge("env_vars"), "env_profiles": load_knowledge("env_profiles"),
                 "gpu_generations": {"generations": generations()}}
-    except ValueError as err:
-        raise AnsibleActionFail("rocm_env: %s" % err) from None
 
 
 class ActionModule(ActionBase):
@@ -41,28 +38,18 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _unused, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        options = {k: args[k] for k in OPTIONS if k not in NODE_INPUTS}
-        try:
+        args, options = role_action.plan_inputs(self, ARGUMENT_SPEC, OPTIONS, NODE_INPUTS)
+        with role_action.task_fails_on(EnvPlanError):
             check_options(options)
-        except EnvPlanError as err:
-            raise AnsibleActionFail(str(err)) from None
 
-        topology = role_action.known_model(args["topology"], args["inventory_topology"], args["discovery"])
         discovery = args["discovery"]
         rocm = args["rocm_version"] or (discovery["rocm_version"] if "rocm_version" in discovery else None)
-        if not topology or rocm is None:
-            found = role_action.discover(self, task_vars, args["sysroot"])
-            # run only for the version (the topology is known): a node whose topology cannot be read has an unknown
-            # version (version-gated drops are skipped with a note) instead of failing
-            if found.get("failed") and not topology:
-                raise AnsibleActionFail("rocm_env: cannot read the node's GPU topology under %s: %s"
-                                        % (args["sysroot"], found.get("msg", "gpu_topology failed")))
-            topology = topology or role_action.discovered_model(found)
-            rocm = rocm if rocm is not None else (found.get("rocm_version") or "")
-        try:
+        # without a version the discovery runs for it alone when the topology is known: a node whose topology cannot
+        # be read then has an unknown version (version-gated drops are skipped with a note) instead of failing
+        topology, found = role_action.node_model(self, task_vars, args, "rocm_env", read_anyway=rocm is None)
+        if rocm is None:
+            rocm = found.get("rocm_version") or ""
+        with role_action.task_fails_on(EnvPlanError):
             planned = role_plan(options, topology, rocm, knowledge(), role_action.managed_header(task_vars, self._templar))
-        except EnvPlanError as err:
-            raise AnsibleActionFail(str(err)) from None
         result.update(changed=False, **planned)
         return result

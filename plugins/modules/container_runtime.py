@@ -15,7 +15,7 @@ description:
     comes from its data in C(knowledge/env_profiles.yml)), checks the device nodes, the users and the tooling, and
     returns the flag files' and the fragment's text as M(topotune.instinct.managed_files) entries, the users to add to
     the device groups and what the role manages. It writes nothing; it reads the device nodes with
-    M(topotune.instinct.gpu_device_access) unless O(device_facts) gives them.
+    M(topotune.instinct.gpu_device_access).
   - >-
     The node's model is the first of O(topology), O(inventory_topology) and O(discovery) (the order of the
     C(topotune.instinct.node_topology) filter); only when none has one is the read-only
@@ -54,10 +54,6 @@ options:
     description: The play's C(topotune_discovery) (a gpu_topology result); empty for none.
     type: dict
     default: {}
-  device_facts:
-    description: The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only module
-      is run on the node with O(sysroot) and O(users), after the input check.
-    type: dict
   sysroot:
     description: >-
       Root under which M(topotune.instinct.gpu_topology) and M(topotune.instinct.gpu_device_access) read (C(/dev) among

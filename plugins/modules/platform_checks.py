@@ -117,9 +117,10 @@ options:
         controller path (C(~) is the controller user's home).
       - >-
         The role writes the report; the module only checks the directory, with the other options, before it reads the
-        node. The role's default is C(checks/) under the report directory of the run: the one the collection's playbooks
-        resolve (C(topotune_report_dir), else C(out/)), else C(topotune_report_dir) when the role runs in a play of your
-        own; no file when neither is there.
+        node. The role's default, C(null), means C(checks/) under the report directory of the run: the one the
+        collection's playbooks resolve (C(topotune_report_dir), else C(out/)), else C(topotune_report_dir) when the role
+        runs in a play of your own; no file when neither is there. The module's action resolves it on the controller and
+        returns the directory as RV(report_dir).
     type: str
     default: ""
   record:
@@ -180,6 +181,13 @@ blocking:
   type: list
   elements: str
   sample: [gpu_pcie_speed_width]
+report_dir:
+  description: >-
+    The controller directory of the JSON report: O(report_dir), or, for C(null) (the role's default), C(checks/) under
+    the run's report directory; empty for no file. Set by the module's action on the controller.
+  returned: always
+  type: str
+  sample: /srv/topotune/out/checks
 summary:
   description: Counts per status, total and the worst status.
   returned: always

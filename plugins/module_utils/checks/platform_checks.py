@@ -168,13 +168,12 @@ OPTIONS = {
             "C(playbooks/report.yml) reads under C(out/checks/)); empty writes no file. It must be empty or an "
             "absolute controller path (C(~) is the controller user's home).",
             "The role writes the report; the module only checks the directory, with the other options, before it "
-            "reads the node. The role's default is C(checks/) under the report directory of the run: the one the "
-            "collection's playbooks resolve (C(topotune_report_dir), else C(out/)), else C(topotune_report_dir) "
-            "when the role runs in a play of your own; no file when neither is there.",
+            "reads the node. The role's default, C(null), means C(checks/) under the report directory of the run: "
+            "the one the collection's playbooks resolve (C(topotune_report_dir), else C(out/)), else "
+            "C(topotune_report_dir) when the role runs in a play of your own; no file when neither is there. The "
+            "module's action resolves it on the controller and returns the directory as RV(report_dir).",
         ],
-        "role": {"default": "{{ (__platform_checks_report_root ~ '/checks') if __platform_checks_report_root "
-                            "| length > 0 else '' }}",
-                 "default_doc": "C(checks/) under the run's report directory"},
+        "role": {"default": None, "default_doc": "C(checks/) under the run's report directory"},
     },
     "record": {
         "type": "bool", "default": False,
@@ -459,6 +458,12 @@ def role_option_problems(options, prefix="platform_checks_"):
     if "fail_on" in options and options["fail_on"] not in FAIL_ON:
         problems.append("%sfail_on must be one of %s, got %s" % (prefix, ", ".join(FAIL_ON), options["fail_on"]))
     return problems
+
+
+def default_report_dir(run_report_dir):
+    """The role's report directory when its variable is ``None`` (its default): ``checks`` under the run's report
+    directory ``run_report_dir``, ``""`` (no file) when the run has none."""
+    return run_report_dir + "/checks" if run_report_dir else ""
 
 
 def check_role_options(options, prefix="platform_checks_"):

@@ -24,7 +24,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.core.cpulist imp
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.grouping import GroupingError, group_gpus
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import PROFILES, profile_traits
+from ansible_collections.topotune.instinct.plugins.plugin_utils.env.rules import MODEL_INPUTS, PROFILES, profile_traits
 
 FORBIDDEN_CAPS = ("ALL", "SYS_RAWIO")
 COMPOSE_FILE = "compose.gpu.yml"
@@ -60,19 +60,7 @@ OPTIONS = {
                        "the play's C(topotune_discovery) (C(playbooks/topology.yml)), else runs "
                        "M(topotune.instinct.gpu_topology).",
     },
-    "inventory_topology": {
-        "type": "dict", "default": {}, "role": False,
-        "description": "C(topotune_topology), a model the inventory gives; empty for none.",
-    },
-    "discovery": {
-        "type": "dict", "default": {}, "role": False,
-        "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
-    },
-    "device_facts": {
-        "type": "dict", "role": False,
-        "description": "The result of M(topotune.instinct.gpu_device_access) on the node; when omitted, that read-only "
-                       "module is run on the node with O(sysroot) and O(users), after the input check.",
-    },
+    **MODEL_INPUTS,
     "sysroot": {
         "type": "str", "default": "/",
         "description": "Root under which M(topotune.instinct.gpu_topology) and M(topotune.instinct.gpu_device_access) "
@@ -179,8 +167,8 @@ OPTIONS = {
                        "is set); the plan's C(docker_restart) is true when it also exists.",
     },
 }
-# The inputs that give the node's facts (its model, its device nodes), not options of the plan.
-NODE_INPUTS = ("topology", "inventory_topology", "discovery", "device_facts")
+# The inputs that give the node's model, not options of the plan (the device nodes are always read on the node).
+NODE_INPUTS = ("topology", "inventory_topology", "discovery")
 
 
 class FlagError(TopotuneError, ValueError):

@@ -12,7 +12,8 @@ and env-file lines. A value is rendered only if it is literal in all three consu
 docker --env-file, systemd EnvironmentFile), so one quoting rule is enough.
 
 ``OPTIONS`` declares the action's options and the role's variables once (``module_utils/core/options.py``);
-``NODE_INPUTS`` are those that give the node's facts rather than the plan's options.
+``NODE_INPUTS`` are those that give the node's facts rather than the plan's options; ``MODEL_INPUTS`` declares the
+play's model inputs once for this action and the container_runtime one.
 
 ``role_plan()`` is the whole decision of the role: its input checks, the resolution for the node, the refusals
 that stop it, the text of both files and what it manages (``profile_traits()``: what a profile's data says about
@@ -36,6 +37,19 @@ PROFILE_D_PATH = "/etc/profile.d/topotune-rocm.sh"
 # (tests/unit/roles/test_argument_specs.py compares them with the knowledge).
 PROFILES = ("xgmi-training", "rdma-training", "inference", "debug")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+$")
+
+# The node's model after the role's own topology, in the order of the one chain (plugin_utils/core/role_action.py
+# node_model): what the rocm_env and container_runtime tasks pass from the play, options of both actions.
+MODEL_INPUTS = {
+    "inventory_topology": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "C(topotune_topology), a model the inventory gives; empty for none.",
+    },
+    "discovery": {
+        "type": "dict", "default": {}, "role": False,
+        "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
+    },
+}
 
 # The options of the rocm_env action and the variables of role rocm_env, declared once
 # (module_utils/core/options.py): the action's argument spec is built from here, its documentation
@@ -81,14 +95,7 @@ OPTIONS = {
                        "(C(HSA_FORCE_FINE_GRAIN_PCIE) is warned about only where every GPU pair has a direct xGMI "
                        "link) and the lowest MEC firmware version (C(HSA_NO_SCRATCH_RECLAIM)).",
     },
-    "inventory_topology": {
-        "type": "dict", "default": {}, "role": False,
-        "description": "C(topotune_topology), a model the inventory gives; empty for none.",
-    },
-    "discovery": {
-        "type": "dict", "default": {}, "role": False,
-        "description": "The play's C(topotune_discovery) (a gpu_topology result); empty for none.",
-    },
+    **MODEL_INPUTS,
     "sysroot": {
         "type": "str", "default": "/",
         "description": "Root under which M(topotune.instinct.gpu_topology) reads sysfs and C(/opt/rocm/.info/version) "

@@ -126,9 +126,17 @@ def _render(inventory, playbook, play, host, expr, **extra_env):
 
 
 def test_production_inventory_writes_checks():
-    """README: with inventory/production, site.yml writes checks/ beside topology/ (the default out/)."""
-    checks = _render("inventory/production", "playbooks/site.yml", "Platform checks (read-only verification)",
-                     "gpu-a001.example.org", "{{ platform_checks_report_dir }}")
+    """README: with inventory/production, site.yml writes checks/ beside topology/ (the default out/): the role's
+    default report directory (null) is checks/ under the run's one, as the platform_checks action resolves it."""
+    from ansible_collections.topotune.instinct.plugins.action.platform_checks import RUN_REPORT_DIRS
+    from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import default_report_dir
+
+    play = "Platform checks (read-only verification)"
+    assert _render("inventory/production", "playbooks/site.yml", play, "gpu-a001.example.org",
+                   "{{ platform_checks_report_dir }}") is None
+    run = _render("inventory/production", "playbooks/site.yml", play, "gpu-a001.example.org",
+                  "{{ %s }}" % RUN_REPORT_DIRS[0])
+    checks = default_report_dir(run)
     assert checks == os.path.join(PLAYBOOKS, "../out/checks")
     topology = _render("inventory/production", "playbooks/topology.yml", "Discover the GPU topology",
                        "gpu-a001.example.org", "{{ __topotune_report_dir }}/topology")

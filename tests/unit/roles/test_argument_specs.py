@@ -72,6 +72,14 @@ def _role_text(role):
 
 
 @pytest.mark.parametrize("role", ROLES)
+def test_role_vars_hold_constants_only(role):
+    """A template in vars/main.yml is a decision: it belongs to the role's plan or to an option's default."""
+    for name, value in (_load(role, "vars", "main.yml") or {}).items():
+        text = json.dumps(value)
+        assert "{{" not in text and "{%" not in text, "%s: vars/main.yml %s is a template, not a constant" % (role, name)
+
+
+@pytest.mark.parametrize("role", ROLES)
 def test_choices_and_types_are_checked_only_by_the_argument_specs(role):
     internals = _load(role, "vars", "main.yml") or {}
     text = _role_text(role)

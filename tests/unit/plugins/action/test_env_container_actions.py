@@ -81,11 +81,12 @@ def test_the_plays_ansible_managed_heads_the_files():
     assert result["files"][0]["content"].startswith("#\n# Managed by topotune at lab\n#\n")
 
 
-def test_container_runtime_plans_from_the_inventory_model_and_the_device_facts():
-    args = {"device_facts": DEVICES, "inventory_topology": MODEL, "group_size": 2, "output_dir": "/etc/topotune/container",
+def test_container_runtime_plans_from_the_inventory_model_and_reads_only_the_device_nodes():
+    args = {"inventory_topology": MODEL, "group_size": 2, "output_dir": "/etc/topotune/container",
             "launch_dir": "/etc/topotune/launch", "launch_wrapper": "/usr/local/bin/topotune-bind", "docker_restart_ok": True}
-    result, calls = run(container_runtime, args)
-    assert calls == [] and [g["name"] for g in result["groups"]] == ["group-0"]
+    result, calls = run(container_runtime, args, devices=DEVICES)
+    assert [name for name, _args in calls] == ["topotune.instinct.gpu_device_access"]
+    assert [g["name"] for g in result["groups"]] == ["group-0"]
     assert [f["path"] for f in result["files"]] == ["/etc/topotune/container/group-0.flags", "/etc/topotune/container/compose.gpu.yml"]
     assert result["docker_restart"] is True and "warnings" not in result and result["flag_warnings"] == []
     assert result["report"][0].startswith("pass | kfd |")
@@ -93,11 +94,11 @@ def test_container_runtime_plans_from_the_inventory_model_and_the_device_facts()
 
 def test_container_runtime_reads_the_topology_only_after_the_input_check():
     with pytest.raises(AnsibleActionFail, match="container_runtime_privileged: --privileged is never emitted"):
-        run(container_runtime, {"device_facts": DEVICES, "privileged": True})
-    result, calls = run(container_runtime, {"device_facts": DEVICES, "sysroot": "/sim"}, {"topology": MODEL})
-    assert calls == [("topotune.instinct.gpu_topology", {"sysroot": "/sim"})] and result["groups"][0]["gpus"] == [0, 1]
+        run(container_runtime, {"privileged": True}, devices=DEVICES)
+    result, calls = run(container_runtime, {"sysroot": "/sim"}, {"topology": MODEL}, devices=DEVICES)
+    assert calls[0] == ("topotune.instinct.gpu_topology", {"sysroot": "/sim"}) and result["groups"][0]["gpus"] == [0, 1]
     with pytest.raises(AnsibleActionFail, match="cannot read the node's GPU topology under /sim"):
-        run(container_runtime, {"device_facts": DEVICES, "sysroot": "/sim"})
+        run(container_runtime, {"sysroot": "/sim"}, devices=DEVICES)
 
 
 def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check():
@@ -110,3 +111,16 @@ def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check()
     assert result["device_groups"] == ["render"] and result["gids"] == [110] and result["users_to_add"] == ["trainer"]
     with pytest.raises(AnsibleActionFail, match="cannot read the device nodes under /sim: permission denied"):
         run(container_runtime, {"topology": MODEL, "sysroot": "/sim"})
+
+
+@pytest.mark.parametrize("module,role,args", [
+    (rocm_env, "rocm_env", {"profile": "debug", "topology": MODEL, "rocm_version": "6.4.1"}),
+    (container_runtime, "container_runtime", {"profile": "debug", "topology": MODEL}),
+])
+def test_an_unreadable_knowledge_file_fails_the_task_naming_the_role(module, role, args, monkeypatch):
+    def unreadable(name):
+        raise ValueError("knowledge/%s.yml: not a mapping" % name)
+
+    monkeypatch.setattr(module, "load_knowledge", unreadable)
+    with pytest.raises(AnsibleActionFail, match=r"^%s: knowledge/\w+\.yml: not a mapping$" % role):
+        run(module, args, devices=DEVICES)

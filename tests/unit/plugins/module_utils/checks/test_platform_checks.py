@@ -524,6 +524,36 @@ def test_the_action_names_a_wrong_variable_before_the_module_runs():
     assert plugin.calls == ["topotune.instinct.platform_checks"]
 
 
+@pytest.mark.parametrize("report_dir,task_vars,expected", [
+    # the role's default (null): checks/ under the run's directory, the playbooks' resolved one first
+    (None, {"__topotune_report_dir": "/srv/topotune/out", "topotune_report_dir": "/data/out"}, "/srv/topotune/out/checks"),
+    (None, {"__topotune_report_dir": "{{ topotune_report_dir | default(base ~ '/out') }}", "base": "/srv/topotune"},
+     "/srv/topotune/out/checks"),
+    (None, {"topotune_report_dir": "/data/out"}, "/data/out/checks"),
+    (None, {}, ""),
+    # a value set is taken as it is, empty for no file
+    ("", {"topotune_report_dir": "/data/out"}, ""),
+    ("/srv/reports", {"topotune_report_dir": "/data/out"}, "/srv/reports"),
+])
+def test_the_action_resolves_the_roles_default_report_dir(report_dir, task_vars, expected):
+    from unittest.mock import MagicMock
+
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    from ansible_collections.topotune.instinct.plugins.action.platform_checks import ActionModule
+
+    task_vars = {name: trust_as_template(value) for name, value in task_vars.items()}
+    task = MagicMock(args={"sysroot": "/", "report_dir": report_dir, "knowledge": {}}, check_mode=True, diff=False,
+                     async_val=0)
+    plugin = ActionModule(task, MagicMock(), MagicMock(), loader=None, shared_loader_obj=None,
+                          templar=Templar(loader=DataLoader(), variables=task_vars))
+    sent = []
+    plugin._execute_module = lambda module_name=None, module_args=None, task_vars=None: sent.append(module_args) or {}
+    result = plugin.run(task_vars=task_vars)
+    assert sent[0]["report_dir"] == expected and result["report_dir"] == expected
+
+
 # ------------------------------------------------------------------------- every check has its documentation
 def _documented_ids():
     """The check ids of the tables of docs/health-checks.md (their first column), ``prefix_*`` patterns included."""
