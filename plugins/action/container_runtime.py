@@ -34,6 +34,18 @@ def knowledge():
         return {"container_flags": load_knowledge("container_flags"), "env_profiles": load_knowledge("env_profiles")}
 
 
+def discovered_access(args, found):
+    """The device access the discovery read under the role's sysroot (the play's, else the role's own), when no
+    container user's groups are asked for; None when a read on the node is needed."""
+    if args["users"]:
+        return None
+    for discovery in (args.get("discovery"), found):
+        access = (discovery or {}).get("device_access") if isinstance(discovery, dict) else None
+        if isinstance(access, dict) and access.get("sysroot") == args["sysroot"] and "kfd" in access:
+            return access
+    return None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -45,9 +57,12 @@ class ActionModule(ActionBase):
         with role_action.task_fails_on(FlagError):
             check_options(options, known["container_flags"])
 
-        topology, _found = role_action.node_model(self, task_vars, args, "container_runtime")
-        devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
-                                       module_args={"sysroot": args["sysroot"], "users": args["users"]}, task_vars=task_vars)
+        topology, found = role_action.node_model(self, task_vars, args, "container_runtime")
+        devices = discovered_access(args, found)
+        if devices is None:
+            devices = self._execute_module(module_name="topotune.instinct.gpu_device_access",
+                                           module_args={"sysroot": args["sysroot"], "users": args["users"]},
+                                           task_vars=task_vars)
         if devices.get("failed"):
             raise AnsibleActionFail("container_runtime: cannot read the device nodes under %s: %s"
                                     % (args["sysroot"], devices.get("msg", "gpu_device_access failed")))

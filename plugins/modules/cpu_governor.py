@@ -19,7 +19,7 @@ description:
   - With O(persist) it also writes, in the same call and all or nothing, what re-applies the governor at boot,
     the script O(boot_script) as C(/usr/local/sbin/topotune-cpu-governor), the oneshot unit
     C(/etc/systemd/system/topotune-cpu-governor.service) and its C(multi-user.target.wants) link (what
-    C(systemctl enable) creates); the caller reloads systemd when RV(unit_changed). This is the plan of role
+    C(systemctl enable) creates), and reloads systemd when one of them changed (RV(unit_changed)). This is the plan of role
     C(topotune.instinct.cpu_governor).
   - Every option is checked before anything is read or written (the message names the role variable,
     C(cpu_governor_<option>), its value and the fix).
@@ -120,7 +120,7 @@ changed_links:
   elements: str
   sample: []
 unit_changed:
-  description: The unit file or its enable link changed, so systemd must reload its units.
+  description: The unit file or its enable link changed; systemd was reloaded in the same call (not in check mode).
   returned: always
   type: bool
   sample: true
@@ -167,7 +167,7 @@ class CpuGovernor:
             self.module.warn("CPUs %s have no cpufreq (VM, offline CPU, or cpufreq driver not loaded): governor not managed there"
                              % format_cpulist(state["no_cpufreq"]))
         # the boot-time files first: a file that cannot be written leaves the governors as they were
-        files = converge(self.module, role["files"], role["links"], check_mode=self.module.check_mode)
+        files = converge(self.module, role["files"], role["links"], check_mode=self.module.check_mode, units=role["unit_paths"])
         if todo and not self.module.check_mode:
             apply(sysroot, todo, governor)
         governors = {"before": _diff_text(group(before)), "after": _diff_text(group(after))}
@@ -180,7 +180,7 @@ class CpuGovernor:
             "cpus": format_cpulist(state["cpus"]),
             "changed_files": files["changed_files"],
             "changed_links": files["changed_links"],
-            "unit_changed": bool(set(role["unit_paths"]) & set(files["changed_files"] + files["changed_links"])),
+            "unit_changed": files["unit_changed"],
             "managed": role["managed"],
             "state": {"governors": group(after), "changed_cpus": format_cpulist(todo),
                       "no_cpufreq": format_cpulist(state["no_cpufreq"])},

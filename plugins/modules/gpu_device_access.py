@@ -70,89 +70,10 @@ amd_ctk:
   type: dict
 """
 
-import grp
-import os
-import pwd
-import re
-import shutil
-import stat
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join
-
-
-def _name(getter, ident):
-    try:
-        return getter(ident)[0]
-    except KeyError:
-        return str(ident)
-
-
-class DeviceAccess:
-    """Reads device ownership and tooling; there is nothing to write."""
-
-    def __init__(self, module):
-        self.module = module
-        self.sysroot = module.params["sysroot"]
-
-    def node(self, path):
-        full = join(self.sysroot, path)
-        entry = {"path": path, "full_path": full, "exists": False}
-        try:
-            st = os.stat(full)
-        except OSError:
-            return entry
-        entry.update(
-            exists=True,
-            char_device=stat.S_ISCHR(st.st_mode),
-            owner=_name(pwd.getpwuid, st.st_uid),
-            gid=st.st_gid,
-            group=_name(grp.getgrgid, st.st_gid),
-            mode="%04o" % stat.S_IMODE(st.st_mode),
-        )
-        return entry
-
-    def render_nodes(self):
-        directory = join(self.sysroot, "/dev/dri")
-        try:
-            names = os.listdir(directory)
-        except OSError:
-            return []
-        minors = sorted(int(m.group(1)) for m in (re.match(r"^renderD(\d+)$", n) for n in names) if m)
-        return [dict(self.node("/dev/dri/renderD%d" % minor), minor=minor) for minor in minors]
-
-    @staticmethod
-    def user(name):
-        try:
-            account = pwd.getpwnam(name)
-        except KeyError:
-            return {"exists": False, "groups": []}
-        groups = {g.gr_name for g in grp.getgrall() if name in g.gr_mem}
-        groups.add(_name(grp.getgrgid, account.pw_gid))
-        return {"exists": True, "groups": sorted(groups)}
-
-    @staticmethod
-    def tool(*names):
-        for name in names:
-            path = shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/bin:/usr/local/bin")
-            if path:
-                return {"present": True, "path": path}
-        return {"present": False, "path": None}
-
-    def run(self):
-        try:
-            return {
-                "changed": False,
-                "kfd": self.node("/dev/kfd"),
-                "render_nodes": self.render_nodes(),
-                "users": {u: self.user(u) for u in self.module.params["users"]},
-                "docker": self.tool("dockerd", "docker"),
-                "amd_ctk": self.tool("amd-ctk"),
-            }
-        except TopotuneError as err:
-            self.module.fail_json(msg="gpu_device_access: %s" % err)
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.devices import device_access
 
 
 def main():
@@ -163,7 +84,12 @@ def main():
         },
         supports_check_mode=True,
     )
-    module.exit_json(**DeviceAccess(module).run())
+    try:
+        found = device_access(module.params["sysroot"], module.params["users"])
+    except TopotuneError as err:
+        module.fail_json(msg="gpu_device_access: %s" % err)
+    found.pop("sysroot")
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":

@@ -212,6 +212,18 @@ rocm_version:
   returned: success
   type: str
   sample: "6.2.1-112"
+device_access:
+  description:
+    - >-
+      Who can open the ROCm device nodes and which container tooling the node has, as
+      M(topotune.instinct.gpu_device_access) returns them (without users) plus the C(sysroot) they were read under:
+      C(kfd), C(render_nodes), C(docker), C(amd_ctk). The container_runtime action reads them from the discovery
+      instead of a round trip of its own.
+  returned: success
+  type: dict
+  sample: {sysroot: /, kfd: {path: /dev/kfd, exists: true, char_device: true, owner: root, group: render, gid: 110,
+           mode: "0660"}, render_nodes: [], users: {}, docker: {present: true, path: /usr/sbin/dockerd},
+           amd_ctk: {present: false, path: null}}
 
 """
 
@@ -219,6 +231,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join, read_text
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.devices import device_access
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import discover, run_command
 
 # Written by the ROCm packages; topotune.instinct.rocm_env gates variables on the version.
@@ -226,7 +239,7 @@ ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 
 
 class GpuTopology:
-    """Reads the topology and the ROCm version; there is nothing to write."""
+    """Reads the topology, the ROCm version and the device nodes' access; there is nothing to write."""
 
     def __init__(self, module):
         self.module = module
@@ -254,6 +267,8 @@ class GpuTopology:
             "changed": False,
             "topology": model,
             "rocm_version": version,
+            # read here too: the container_runtime action needs them, and this is the node's one read-only round trip
+            "device_access": device_access(self.params["sysroot"]),
         }
 
     def rocm_version(self):

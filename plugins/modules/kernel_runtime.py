@@ -265,7 +265,7 @@ removed_files:
   elements: str
   sample: [/etc/topotune/reboot-pending.json]
 unit_changed:
-  description: With O(tuning), the C-state unit or its link changed, so systemd must reload its units.
+  description: With O(tuning), the C-state unit or its link changed; systemd was reloaded in the same call (not in check mode).
   returned: with O(tuning)
   type: bool
   sample: false
@@ -405,7 +405,7 @@ class KernelRuntime:
     def persist(self, decided, inputs, boot, runtime_diff):
         """The role's files, then grubby and update-grub; the diff becomes a list (runtime values, files, grubby)."""
         check = self.module.check_mode
-        files = converge(self.module, decided["files"], decided["links"], check_mode=check)
+        files = converge(self.module, decided["files"], decided["links"], check_mode=check, units=decided["unit_paths"])
         diffs = [dict(runtime_diff, before_header="runtime values", after_header="runtime values")] \
             if runtime_diff["before"] or runtime_diff["after"] else []
         diffs.extend(files["diff"])
@@ -431,7 +431,7 @@ class KernelRuntime:
             "changed_files": files["changed_files"],
             "changed_links": files["changed_links"],
             "removed_files": files["removed_files"],
-            "unit_changed": bool(set(decided["unit_paths"]) & set(files["changed_files"] + files["changed_links"])),
+            "unit_changed": files["unit_changed"],
             "managed": decided["managed"],
             "plan": {"sysctl": inputs["sysctl"], "cmdline": inputs["cmdline"], "grubby": decided["grubby"]},
         }

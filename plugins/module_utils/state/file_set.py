@@ -9,12 +9,15 @@ Public API (standard library only, Python 3.8+):
 ``FileSetError(TopotuneError)``
     A malformed entry, a file that failed its ``validate`` command (nothing of the set was changed), or a
     non-link standing where a link belongs; the message names the path and the fix.
-``converge(module, files=(), links=(), prune=(), check_mode=False)``
+``converge(module, files=(), links=(), prune=(), check_mode=False, units=())``
     ``files``: ``{path, content, mode="0644", state="present", validate=None}``; ``links``: ``{path, src,
     state="present"}``; ``prune``: ``{path, pattern}`` (files matching ``pattern`` in ``path`` that ``files`` does
     not list are removed). Writes through ``files.py`` (every file staged and validated before the first rename),
     unless ``check_mode``. Returns ``{"changed", "files", "changed_files", "created_files", "changed_links",
-    "removed_files", "diff"}``, the ``managed_files`` result (``created_files``: the changed files that did not exist).
+    "removed_files", "diff", "unit_changed"}``, the ``managed_files`` result (``created_files``: the changed files
+    that did not exist). ``units``: the paths among them that are systemd unit files or their enable links; when one
+    changed (``unit_changed``) systemd is reloaded in the same call, as ``systemctl enable`` does (where systemd is
+    not running, a warning says the unit takes effect when it runs).
 """
 
 import fnmatch
@@ -60,7 +63,7 @@ def _check(files, links):
     return modes
 
 
-def converge(module, files=(), links=(), prune=(), check_mode=False):
+def converge(module, files=(), links=(), prune=(), check_mode=False, units=()):
     files, links = _entries(files, _FILE_DEFAULTS), _entries(links, _LINK_DEFAULTS)
     modes = _check(files, links)
     root_owned = os.geteuid() == 0
@@ -99,9 +102,14 @@ def converge(module, files=(), links=(), prune=(), check_mode=False):
                 raise FileSetError("%s exists and is not a symlink; move it away, topotune does not replace it" % link["path"])
             link_changes.append((link["path"], link["src"]))
             diffs.append(diff_entry(link["path"], "-> %s\n" % current if current else "", "-> %s\n" % link["src"]))
+    changed_paths = {w[0] for w in writes} | set(removals) | {c[0] for c in link_changes}
+    unit_changed = bool(set(units) & changed_paths)
     if not check_mode:
         _apply(module, writes, removals, link_changes, sorted(wanted) + [link["path"] for link in links], root_owned)
+        if unit_changed:
+            daemon_reload(module)
     return {
+        "unit_changed": unit_changed,
         "changed": bool(writes or removals or link_changes),
         "files": sorted(wanted),
         "changed_files": [w[0] for w in writes],
@@ -110,6 +118,19 @@ def converge(module, files=(), links=(), prune=(), check_mode=False):
         "removed_files": removals,
         "diff": diffs,
     }
+
+
+def daemon_reload(module):
+    """``systemctl daemon-reload`` after a unit file or its enable link changed; a warning where systemd does not run
+    (sd_booted(): no /run/systemd/system), FileSetError when the reload fails."""
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl or not os.path.isdir("/run/systemd/system"):
+        module.warn("systemd is not running here: the unit files are written and take effect when it runs")
+        return
+    rc, out, err = module.run_command([systemctl, "daemon-reload"])
+    if rc != 0:
+        raise FileSetError("systemctl daemon-reload failed (rc=%d): %s; the unit files are written, reload systemd "
+                           "before relying on them" % (rc, (err or out).strip()))
 
 
 def _apply(module, writes, removals, link_changes, managed, root_owned):

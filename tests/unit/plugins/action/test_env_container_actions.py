@@ -113,6 +113,22 @@ def test_container_runtime_reads_the_device_nodes_itself_after_the_input_check()
         run(container_runtime, {"topology": MODEL, "sysroot": "/sim"})
 
 
+def test_container_runtime_takes_the_device_nodes_the_discovery_read_under_its_sysroot():
+    """The play's discovery (gpu_topology's device_access) saves the node a round trip; read again when the sysroot
+    differs or a container user's groups are asked for."""
+    discovery = {"topology": MODEL, "device_access": dict(DEVICES, sysroot="/sim", kfd=dict(node("/dev/kfd"), gid=44))}
+    result, calls = run(container_runtime, {"sysroot": "/sim", "discovery": discovery}, devices=DEVICES)
+    assert calls == [] and result["gids"][0] == 44
+    _result, calls = run(container_runtime, {"sysroot": "/", "discovery": discovery}, devices=DEVICES)
+    assert calls == [("topotune.instinct.gpu_device_access", {"sysroot": "/", "users": []})]
+    users = dict(DEVICES, users={"trainer": {"exists": True, "groups": ["trainer"]}})
+    _result, calls = run(container_runtime, {"sysroot": "/sim", "discovery": discovery, "users": ["trainer"]}, devices=users)
+    assert [name for name, _args in calls] == ["topotune.instinct.gpu_device_access"]
+    # the role's own discovery carries them too
+    result, calls = run(container_runtime, {"sysroot": "/sim"}, {"topology": MODEL, "device_access": discovery["device_access"]})
+    assert [name for name, _args in calls] == ["topotune.instinct.gpu_topology"] and result["gids"][0] == 44
+
+
 @pytest.mark.parametrize("module,role,args", [
     (rocm_env, "rocm_env", {"profile": "debug", "topology": MODEL, "rocm_version": "6.4.1"}),
     (container_runtime, "container_runtime", {"profile": "debug", "topology": MODEL}),

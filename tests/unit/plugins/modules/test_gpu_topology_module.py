@@ -63,6 +63,19 @@ def test_module_returns_the_rocm_version_under_the_sysroot(mi210_root, run_modul
     assert result["rocm_version"] == "6.2.1-112"
 
 
+def test_module_returns_the_device_nodes_access_under_the_sysroot(mi210_root, run_module):
+    """What the container_runtime action reads from the discovery instead of its own round trip."""
+    (mi210_root / "dev" / "dri").mkdir(parents=True)
+    for name in ("dev/kfd", "dev/dri/renderD128"):
+        (mi210_root / name).write_text("")
+        os.chmod(mi210_root / name, 0o660)
+    code, result = run_module(gpu_topology, sysroot=str(mi210_root), source="kfd")
+    access = result["device_access"]
+    assert code == 0 and access["sysroot"] == str(mi210_root) and access["users"] == {}
+    assert access["kfd"]["exists"] and access["kfd"]["mode"] == "0660"
+    assert [n["minor"] for n in access["render_nodes"]] == [128] and set(access["docker"]) == {"present", "path"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -212,18 +212,17 @@ def test_filter_adds_checks_and_wraps_errors():
         container_flags("nope")
 
 
-def test_device_access_module_reads_a_sysroot(tmp_path):
-    from ansible_collections.topotune.instinct.plugins.modules.gpu_device_access import DeviceAccess
+def test_device_access_reads_a_sysroot(tmp_path):
+    """module_utils/topology/devices.py, what gpu_device_access returns and gpu_topology's discovery carries."""
+    from ansible_collections.topotune.instinct.plugins.module_utils.topology.devices import device_access
 
     (tmp_path / "dev/dri").mkdir(parents=True)
     for name in ("dev/kfd", "dev/dri/renderD129", "dev/dri/renderD128", "dev/dri/card0"):
         (tmp_path / name).write_text("")
         os.chmod(tmp_path / name, 0o660)
 
-    class Module:
-        params = {"sysroot": str(tmp_path), "users": ["root", "no-such-user-xyz"]}
-
-    result = DeviceAccess(Module()).run()
+    result = device_access(str(tmp_path), ["root", "no-such-user-xyz"])
+    assert result["sysroot"] == str(tmp_path)
     assert result["kfd"]["exists"] and result["kfd"]["mode"] == "0660" and result["kfd"]["char_device"] is False
     assert [n["minor"] for n in result["render_nodes"]] == [128, 129]
     assert result["render_nodes"][0]["path"] == "/dev/dri/renderD128"
