@@ -45,8 +45,14 @@ RANDOM_KILLS = 10
 # kills itself with SIGKILL before step number "kill_at". With "kill_after", the runner kills the child that many
 # seconds after its first step.
 RUNNER = r'''
-import builtins, io, json, os, runpy, signal, sys, time, traceback
+import builtins, ctypes, io, json, os, runpy, signal, sys, time, traceback
 import ansible.module_utils.basic  # noqa: F401 - imported once, before forking: what makes a run cheap
+
+# A child killed while run_command() forks its validate command leaves that fork running for a moment, holding the
+# temp file's descriptor (and so its lock) until it execs. Between two real runs that moment is long past; here the
+# next run starts milliseconds later, so the runner adopts such orphans (PR_SET_CHILD_SUBREAPER) and waits for them.
+PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def inject(root, kill_at, ops, start, notify):
@@ -155,6 +161,11 @@ for line in sys.stdin:
         time.sleep(req["kill_after"])
         os.kill(pid, signal.SIGKILL)  # a child that already exited is a zombie until waited for: no effect
     status = os.waitpid(pid, 0)[1]
+    while True:  # the killed child's orphans, adopted by this subreaper
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
     os.close(read_end)
     signaled = os.WIFSIGNALED(status)
     answer = {"signaled": signaled, "code": None if signaled else os.WEXITSTATUS(status), "elapsed": time.monotonic() - start}
