@@ -3,7 +3,11 @@
 """Action: check role platform_checks' variables with the module's own check (``platform_checks.check_role_options``)
 on the controller, then run the read-only platform_checks module: a wrong role variable is named before anything
 reaches the node. A ``report_dir`` of ``None`` (the role's default) becomes ``checks`` under the run's report
-directory (``platform_checks.default_report_dir``), returned as ``report_dir`` for the role's report task."""
+directory (``platform_checks.default_report_dir``), returned as ``report_dir`` for the role's report task.
+
+Without a ``knowledge`` argument the action passes the collection's own (``gpu_generations`` with ``pcie_health`` and
+``gpu_health``, from the controller's one loader) and leaves it out of the returned ``invocation``: no per-node
+templating of about 55 KB of data, and no copy of it in every node's registered result (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -14,10 +18,20 @@ from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_
     default_report_dir,
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import KnowledgeError, load_knowledge
 
 # The run's report directory, the first of these that is set: the one the collection's playbooks resolve
 # (playbooks/vars/topotune.yml), else the collection-wide variable of a play of the user's own.
 RUN_REPORT_DIRS = ("__topotune_report_dir", "topotune_report_dir")
+# The knowledge the checks read (the module's ``knowledge`` option): the generations, with these tables as keys.
+KNOWLEDGE_TABLES = ("pcie_health", "gpu_health")
+
+
+def collection_knowledge():
+    """The module's ``knowledge`` from the collection's files; KnowledgeError with the reason."""
+    knowledge = load_knowledge("gpu_generations")
+    knowledge.update((name, load_knowledge(name)) for name in KNOWLEDGE_TABLES)
+    return knowledge
 
 
 def _int(value):
@@ -41,8 +55,17 @@ class ActionModule(ActionBase):
             check_role_options(options)
         except TopotuneError as err:
             return dict(result, failed=True, msg=str(err))
+        own_knowledge = args.get("knowledge") is None
+        if own_knowledge:
+            try:
+                args["knowledge"] = collection_knowledge()
+            except KnowledgeError as err:
+                return dict(result, failed=True, msg="platform_checks: cannot read the collection's knowledge: %s" % err)
         result.update(self._execute_module(module_name="topotune.instinct.platform_checks", module_args=args,
                                            task_vars=task_vars))
+        module_args = (result.get("invocation") or {}).get("module_args")
+        if own_knowledge and isinstance(module_args, dict):
+            module_args["knowledge"] = "the collection's knowledge: gpu_generations, %s" % ", ".join(KNOWLEDGE_TABLES)
         result["report_dir"] = args.get("report_dir", "")
         return result
 

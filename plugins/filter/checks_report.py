@@ -12,11 +12,12 @@ description:
   - Turns the C(results) of M(topotune.instinct.platform_checks) into one line per check
     (C(STATUS  id  observed (expected ...))) plus an indented remediation line for non-passing checks,
     headed by a summary line.
+  - Given a node's whole report (the role's C(platform_checks_report), with C(host), C(generation) and C(results)), the
+    lines are headed by C(platform checks on HOST (GENERATION)).
 options:
   _input:
-    description: The C(results) list.
-    type: list
-    elements: dict
+    description: The C(results) list, or a node's C(platform_checks_report).
+    type: raw
     required: true
   only:
     description: C(all) lists every check; C(problems) lists only C(warn), C(fail) and C(unknown).
@@ -29,11 +30,15 @@ EXAMPLES = r"""
 - name: Print the checks
   ansible.builtin.debug:
     msg: "{{ checks.results | topotune.instinct.checks_report(only='problems') }}"
+
+- name: Print every node's checks in one task
+  ansible.builtin.debug:
+    msg: "{{ ansible_play_hosts | map('extract', hostvars, 'platform_checks_report') | map('topotune.instinct.checks_report') }}"
 """
 
 RETURN = r"""
 _value:
-  description: Lines of text, the first one a summary (counts per status).
+  description: Lines of text, the first one a summary (counts per status), after the node's title for a report.
   type: list
   elements: str
 """
@@ -44,6 +49,9 @@ _ORDER = {"fail": 0, "warn": 1, "unknown": 2, "pass": 3}
 
 
 def checks_report(results, only="all"):
+    if isinstance(results, dict) and isinstance(results.get("results"), list):
+        title = "platform checks on %s (%s)" % (results.get("host", "?"), results.get("generation") or "unknown generation")
+        return [title] + checks_report(results["results"], only)
     if not isinstance(results, list):
         raise AnsibleFilterError("checks_report: expected the list of check results, got %s" % type(results).__name__)
     if only not in ("all", "problems"):

@@ -33,9 +33,11 @@ options:
     default: /
   knowledge:
     description:
-      - The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically
-        C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node, which does not
-        have the collection's data files.
+      - The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), as
+        C(lookup('topotune.instinct.knowledge', 'gpu_generations')) returns it. The module runs on the managed node,
+        which does not have the collection's data files.
+      - Omitted, the module's action passes the collection's own C(gpu_generations) with C(pcie_health) and
+        C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
         C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
@@ -47,7 +49,6 @@ options:
       - The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and the file
         C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).
     type: dict
-    required: true
   fail_on:
     description:
       - >-
@@ -148,11 +149,7 @@ EXAMPLES = r"""
 - name: Check the node's platform settings
   topotune.instinct.platform_checks:
     sysroot: "{{ topotune_sysroot | default('/') }}"
-    # the generations, plus the PCIe/RDMA and GPU health tables (each optional)
-    knowledge: >-
-      {{ lookup('topotune.instinct.knowledge', 'gpu_generations')
-         | combine({'pcie_health': lookup('topotune.instinct.knowledge', 'pcie_health'),
-                    'gpu_health': lookup('topotune.instinct.knowledge', 'gpu_health')}) }}
+    # knowledge left out: the collection's generations, PCIe/RDMA and GPU health tables
     gpu_count: 8
   register: checks
 
@@ -276,7 +273,7 @@ class PlatformChecks:
         self.params = module.params
 
     def run(self):
-        knowledge = self.params["knowledge"]
+        knowledge = self.params["knowledge"] or {}
         if not isinstance(knowledge.get("generations"), list):
             self.module.fail_json(msg="knowledge has no 'generations' list: pass "
                                   "lookup('topotune.instinct.knowledge', 'gpu_generations')")

@@ -65,11 +65,13 @@ OPTIONS = {
         "role": {"type": "str", "default": "{{ topotune_sysroot | default('/') }}"},
     },
     "knowledge": {
-        "type": "dict", "required": True, "role": False,
+        "type": "dict", "role": False,
         "description": [
-            "The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), typically "
-            "C(lookup('topotune.instinct.knowledge', 'gpu_generations')). The module runs on the managed node, which "
-            "does not have the collection's data files.",
+            "The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), as "
+            "C(lookup('topotune.instinct.knowledge', 'gpu_generations')) returns it. The module runs on the managed "
+            "node, which does not have the collection's data files.",
+            "Omitted, the module's action passes the collection's own C(gpu_generations) with C(pcie_health) and "
+            "C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.",
             "Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks "
             "(C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding), "
             "C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "

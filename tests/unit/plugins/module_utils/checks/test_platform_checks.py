@@ -224,6 +224,10 @@ def test_summary_and_report():
     assert lines[1].startswith("FAIL    numa_balancing") and lines[2].strip().startswith("-> sysctl")
     problems = checks_report(results, only="problems")
     assert not [line for line in problems if line.startswith("PASS")]
+    # a node's whole report (what the role prints for every node in one task) is headed by the node and generation
+    titled = checks_report({"host": "node1", "generation": "MI300X", "results": results}, only="problems")
+    assert titled == ["platform checks on node1 (MI300X)"] + problems
+    assert checks_report({"host": "vm1", "generation": None, "results": []})[0] == "platform checks on vm1 (unknown generation)"
 
 
 # ------------------------------------------------------------------------------- simulated profiles
@@ -522,6 +526,37 @@ def test_the_action_names_a_wrong_variable_before_the_module_runs():
     plugin = action({"sysroot": "/sim", "gpu_count": 8, "knowledge": {}})
     plugin.run(task_vars={})
     assert plugin.calls == ["topotune.instinct.platform_checks"]
+
+
+def test_the_action_passes_the_collections_knowledge_and_does_not_echo_it():
+    """Without a knowledge argument the node gets the collection's generations with the PCIe and GPU health tables (the
+    role passes none), and the registered result does not carry that data back; a knowledge given is passed as is."""
+    from unittest.mock import MagicMock
+
+    from ansible_collections.topotune.instinct.plugins.action.platform_checks import ActionModule
+
+    def run(args):
+        """(the module's arguments, the action's result)"""
+        task = MagicMock(args=args, check_mode=True, diff=False, async_val=0)
+        plugin = ActionModule(task, MagicMock(), MagicMock(), loader=None, templar=None, shared_loader_obj=None)
+        sent = []
+
+        def execute(module_name=None, module_args=None, task_vars=None):
+            sent.append(module_args)
+            return {"results": [], "invocation": {"module_args": dict(module_args)}}
+
+        plugin._execute_module = execute
+        result = plugin.run(task_vars={})
+        return sent[0], result
+
+    sent, result = run({"sysroot": "/sim"})
+    assert sent["knowledge"]["generations"] == KNOWLEDGE["generations"]
+    assert sent["knowledge"]["pcie_health"] == PCIE and sent["knowledge"]["gpu_health"] == load_knowledge("gpu_health")
+    echoed = result["invocation"]["module_args"]["knowledge"]
+    assert isinstance(echoed, str) and "gpu_generations" in echoed
+    own = {"generations": [], "host": {}}
+    sent, result = run({"sysroot": "/sim", "knowledge": own})
+    assert sent["knowledge"] is own and result["invocation"]["module_args"]["knowledge"] is own
 
 
 @pytest.mark.parametrize("report_dir,task_vars,expected", [
