@@ -4,7 +4,6 @@ and the module's gathering on simulated sysroots (real-capture, synthetic and fa
 import copy
 import importlib.util
 import os
-import re
 
 import pytest
 
@@ -590,17 +589,11 @@ def test_the_action_resolves_the_roles_default_report_dir(report_dir, task_vars,
 
 
 # ------------------------------------------------------------------------- every check has its documentation
-def _documented_ids():
-    """The check ids of the tables of docs/health-checks.md (their first column), ``prefix_*`` patterns included."""
-    with open(os.path.join(REPO, "docs", "health-checks.md"), encoding="utf-8") as handle:
-        rows = [line.split("|")[1] for line in handle if line.startswith("| `")]
-    return {name for row in rows for name in re.findall(r"`([a-z0-9_]+\*?)`", row)}
-
-
-def test_every_check_id_has_its_row_in_docs_health_checks(profile_root):
+def test_every_check_id_has_its_row_in_docs_health_checks(profile_root, health_checks_doc):
     """docs/health-checks.md is where a check is described (what it reads, levels, remediation, sources): every id the
-    engines return, on simulated nodes of several kinds with every expectation pinned, has its row there."""
-    documented = _documented_ids()
+    engines return, on simulated nodes of several kinds with every expectation pinned, has its row there (the check
+    tables: ``health_checks_doc`` in conftest.py parses them)."""
+    documented = health_checks_doc().documented_ids
     patterns = tuple(name[:-1] for name in documented if name.endswith("*"))
     knowledge = dict(KNOWLEDGE, pcie_health=PCIE, gpu_health=load_knowledge("gpu_health"))
     expected = {"rocm_version": "6.4.*", "kernel_release": "6.8.*", "os_release": "ubuntu 22.04", "bios_version": "1.*",
