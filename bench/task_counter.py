@@ -15,7 +15,9 @@ description:
     module invocations. A module invocation is one execution of a module, that is a task that ran, or each item of a
     looped task that ran; skipped tasks and items are not. Invocations are split into C(remote) (on the node)
     and C(controller) (delegated to localhost), and tasks whose action never leaves the controller
-    (set_fact, debug, assert, include_role, ...) are counted as tasks but not as module invocations.
+    (set_fact, debug, assert, include_role, ...) are counted as tasks but not as module invocations, nor is a topotune
+    action whose result carries no module invocation (a plan computed on the controller, such as rocm_env's when the
+    play's discovery gives the topology).
   - Writes JSON to the path in the environment variable C(TOPOTUNE_TASK_COUNTER_OUT) at the end of the run.
 requirements:
   - enabled with C(ANSIBLE_CALLBACKS_ENABLED=task_counter)
@@ -31,6 +33,9 @@ CONTROLLER_ONLY = frozenset(
         "topotune.instinct.report_files",
     )
 )
+
+
+COLLECTION = "topotune.instinct."
 
 
 def _action(task):
@@ -65,6 +70,11 @@ class CallbackModule(CallbackBase):
             row["controller_only"] += 1
             return
         res = result._result if isinstance(result._result, dict) else {}
+        if action.startswith(COLLECTION) and "invocation" not in res:
+            # a topotune action that computed its plan on the controller and ran no module on the node (a module's
+            # result always carries its invocation, and the actions that run one return it)
+            row["controller_only"] += 1
+            return
         items = res.get("results") if isinstance(res.get("results"), list) and task.loop else None
         runs = 1 if items is None else sum(1 for item in items if not (isinstance(item, dict) and item.get("skipped")))
         delegated = (res.get("_ansible_delegated_vars") or {}).get("ansible_host") or task.delegate_to
