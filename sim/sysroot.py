@@ -95,7 +95,7 @@ DEFAULTS = {
 
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
               "acs_enabled", "nic_far_numa", "aer",
-              "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition")
+              "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition", "xgmi_link_down")
 # What module_utils/checks/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
@@ -277,9 +277,10 @@ def _write_synthetic_kfd(profile, gpus, numa_cpus, first_cpu, topo):
     links_matrix = syn.get("xgmi_links")
     bw_by_links = {int(k): v for k, v in syn.get("xgmi_bandwidth", {}).items()}
     by_index = {g["index"]: g for g in gpus}
+    down = _links_down(profile, len(syn["bdfs"]))
 
     def nlinks(a, b):
-        if a == b:
+        if a == b or frozenset((a, b)) in down:
             return 0
         if links_matrix is None:  # all-to-all, one link per pair
             return 1
@@ -337,6 +338,20 @@ def _write_synthetic_kfd(profile, gpus, numa_cpus, first_cpu, topo):
         _write(os.path.join(d, "name"), "ip discovery\n")  # what the mi308x capture's GPU nodes say
     _write(os.path.join(topo, "system_properties"), "platform_oem 0\nplatform_id 0\nplatform_rev 0\n")
     _write(os.path.join(topo, "generation_id"), "1\n")
+
+
+def _links_down(profile, count):
+    """Fault ``xgmi_link_down``: the GPU pairs (``[a, b]``, indexes of ``kfd.synthetic.bdfs``) whose xGMI link is
+    down: no type-11 io_link either way (the pair is reached through the host, as a pair without a link)."""
+    pairs = profile["faults"].get("xgmi_link_down") or []
+    down = set()
+    for pair in pairs:
+        if not (isinstance(pair, list) and len(pair) == 2 and all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in pair) and pair[0] != pair[1]):
+            raise ProfileError(f"profile {profile['name']}: faults.xgmi_link_down lists pairs [a, b] of two GPU indexes "
+                               f"of kfd.synthetic.bdfs (0-{count - 1}), not {pair!r}")
+        down.add(frozenset(pair))
+    return down
 
 
 # ----------------------------------------------------------------------------------------- CPU layout
@@ -527,6 +542,11 @@ def build(profile_name, dest, force=False):
     profile = load_profile(profile_name)
     faults = profile["faults"] or {}
     layout, gpus = _hardware(profile)  # validates the profile before DEST is touched
+    if faults.get("xgmi_link_down") and "capture" in profile["kfd"]:
+        raise ProfileError(f"profile {profile_name}: faults.xgmi_link_down needs a kfd.synthetic profile (a "
+                           "capture's KFD tree is copied verbatim)")
+    if faults.get("xgmi_link_down"):
+        _links_down(profile, len(profile["kfd"]["synthetic"]["bdfs"]))
     _cache_sizes(profile)
     _node_memory_kib(profile, len(layout.numa))
     if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched

@@ -11,7 +11,8 @@ Public API (standard library only, Python 3.8+; hooked into ``platform_checks.ga
     root only); amdgpu's ``bad_page_threshold`` parameter and which amdgpu runs (``sys/module/amdgpu/version``:
     AMD's DKMS build); ROCm (``opt/rocm/.info/version``) and kernel (``proc/sys/kernel/osrelease``) versions; the
     kernel log of the current boot; tuned's active profile and the enablement of the units that set a governor (unit
-    files under ``unit_root``: ``/etc`` and systemd units live at their real paths, not under the sysroot).
+    files under ``unit_root``: ``/etc`` and systemd units live at their real paths, not under the sysroot); the
+    direct xGMI links between the physical GPUs (``xgmi``, from the KFD reader's model: ``xgmi_facts``).
     Unreadable or malformed files become ``None`` (the check reports ``unknown``), never an exception.
 ``kernel_log(sysroot="/", runner=process.run)``
     ``(text, origin)``: on a real node (sysroot ``/``) ``journalctl -k -b``, else ``/dev/kmsg``, else ``dmesg``;
@@ -20,6 +21,10 @@ Public API (standard library only, Python 3.8+; hooked into ``platform_checks.ga
 ``parse_err_count(text)`` / ``parse_bad_pages(text)``
     amdgpu's ``ue: N`` / ``ce: N`` (/ ``de: N``) counter text -> ``{"ue", "ce", "de"}``; ``gpu_vram_bad_pages``
     lines -> flag counts.
+``xgmi_facts(model)``
+    From a topology model (``topology/kfd.py`` ``read_kfd(...).to_dict()``): the physical GPUs (``index``, ``bdf``,
+    ``hive_id``, ``partitions``) and the pairs of them joined by a direct xGMI link (KFD io_link type 11, any of
+    their partitions, either direction) -> ``{"error": None, "gpus", "pairs", "warnings"}``.
 ``driver_kind(driver)``
     ``"amd"`` (AMD's amdgpu, DKMS: a module version), ``"upstream"`` (the in-tree module: loaded, no version) or
     ``None`` (not told apart: no ``sys/module/amdgpu``).
@@ -34,12 +39,15 @@ Public API (standard library only, Python 3.8+; hooked into ``platform_checks.ga
     BIOS versions.
 """
 
+import itertools
 import os
 import re
 
 from ..core.process import CommandError, run
 from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, read_properties, read_text, real_path
 from ..state.managed_state import unit_file_state
+from ..topology.kfd import read_kfd
+from ..topology.model import TopologyError
 
 # Under a sysroot other than "/" (a simulated node, a node snapshot) the kernel log of the boot the tree stands for:
 # the text `journalctl -k -b` prints (sim/sysroot.py writes it from the profile's kernel_log lines).
@@ -238,6 +246,35 @@ def _gather_managers(unit_root, units):
     }
 
 
+def xgmi_facts(model):
+    """The physical GPUs of ``model`` and the pairs of them joined by a direct xGMI link. Partitions (CPX/DPX: several
+    KFD nodes per device) are folded into their physical GPU: a pair is linked when any of their partitions has a
+    1-hop xGMI link (the reader takes either direction) to the other."""
+    gpus = model.get("gpus") or []
+    physical = []
+    for dev in model.get("physical_devices") or []:
+        members = [gpus[i] for i in dev["gpus"]]
+        physical.append({"index": dev["physical_index"], "bdf": dev["bdf"],
+                         "hive_id": next((g["hive_id"] for g in members if g["hive_id"]), None),
+                         "partitions": len(members)})
+    pairs = set()
+    for link in model.get("links") or []:
+        if link["type"] == "xgmi" and link["hops"] == 1:
+            a, b = gpus[link["a"]]["physical_index"], gpus[link["b"]]["physical_index"]
+            if a != b:
+                pairs.add((min(a, b), max(a, b)))
+    return {"error": None, "gpus": physical, "pairs": [list(p) for p in sorted(pairs)],
+            "warnings": list(model.get("warnings") or [])}
+
+
+def _gather_xgmi(sysroot):
+    """The xGMI links of the KFD topology under ``sysroot``, read by the one KFD reader (``topology/kfd.py``)."""
+    try:
+        return xgmi_facts(read_kfd(sysroot=sysroot).to_dict())
+    except TopologyError as exc:
+        return {"error": str(exc), "gpus": [], "pairs": [], "warnings": []}
+
+
 # the units whose enablement is read: knowledge managers.units names them; these are the defaults of gather()
 MANAGER_UNITS = ("power-profiles-daemon.service", "cpupower.service", "ondemand.service", "cpufrequtils.service")
 
@@ -257,6 +294,7 @@ def gather(sysroot="/", unit_root="/", runner=run, units=MANAGER_UNITS):
         "kernel_log": text,
         "kernel_log_origin": origin,
         "managers": _gather_managers(unit_root, units),
+        "xgmi": _gather_xgmi(sysroot),
     }
 
 
@@ -667,6 +705,156 @@ def _check_managers(health, spec, facts, options, host):
     return _result("power_managers", "pass", observed, expected, source=source)
 
 
+def _gpu_name(gpu):
+    return "GPU %d (%s)" % (gpu["index"], gpu["bdf"] or "PCI address unknown")
+
+
+def _embed(layout, count, linked):
+    """Match a per-pair ``layout`` (``[[a, b], ...]`` over GPUs ``0..count-1``) to the node's GPUs up to renumbering:
+    the numbering (identity first) under which most layout pairs are ``linked``. ``(missing pairs in node numbering,
+    None)``, or ``(None, why)`` when the layout cannot be matched."""
+    size = max(max(a, b) for a, b in layout) + 1
+    if size != count:
+        return None, "the layout is for %d GPUs, the node shows %d" % (size, count)
+    if count > 9:
+        return None, "the layout has %d GPUs: too many to match up to renumbering" % count
+    best = None
+    for perm in itertools.permutations(range(count)):
+        missing = [tuple(sorted((perm[a], perm[b]))) for a, b in layout if tuple(sorted((perm[a], perm[b]))) not in linked]
+        if best is None or len(missing) < len(best):
+            best = missing
+            if not missing:
+                break
+    return sorted(best), None
+
+
+def _expected_xgmi(entry, gpus, linked):
+    """``(expected pairs, missing pairs, description)`` of the generation's layout on these physical GPUs;
+    ``(None, None, why)`` when it cannot be judged."""
+    layout = entry.get("layout")
+    indexes = [g["index"] for g in gpus]
+    if layout == "full_mesh":
+        pairs = list(itertools.combinations(sorted(indexes), 2))
+        desc = "full mesh: a direct xGMI link between every pair of the %d GPUs (%s peers per GPU)" % (
+            len(indexes), entry.get("peers_per_gpu", len(indexes) - 1))
+    elif layout == "hive_full_mesh":
+        hives = {}
+        for gpu in gpus:
+            if gpu["hive_id"]:
+                hives.setdefault(gpu["hive_id"], []).append(gpu["index"])
+        pairs = [p for members in hives.values() for p in itertools.combinations(sorted(members), 2)]
+        desc = "every GPU of an xGMI hive linked to every other (%s)" % (
+            ", ".join("hive of %d" % len(m) for m in hives.values()) or "no hive: PCIe only, no link expected")
+    elif layout == "pairs":
+        layout_pairs = [(int(p[0]), int(p[1])) for p in entry.get("pairs") or []]
+        if not layout_pairs:
+            return None, None, "the generation's xgmi layout lists no pairs"
+        missing, why = _embed(layout_pairs, len(indexes), linked)
+        if why:
+            return None, None, why
+        desc = "the generation's %d linked GPU pairs (%s peers per GPU), matched up to GPU numbering" % (
+            len(layout_pairs), entry.get("peers_per_gpu", "?"))
+        return layout_pairs, missing, desc
+    else:
+        return None, None, "xgmi layout %r is not one the check knows (full_mesh, pairs, hive_full_mesh)" % layout
+    return pairs, sorted(p for p in pairs if p not in linked), desc
+
+
+def _wafl_counts(health, gpus, spec):
+    """``(bad, unknown)``: per physical GPU of ``gpus``, ``ras/xgmi_wafl_err_count`` over its maxima, or why it is
+    not known."""
+    by_slot = {g["bdf"].rsplit(".", 1)[0]: g for g in health.get("gpus") or []}
+    limits = {"ue": int(spec.get("uncorrectable_max", 0)), "ce": int(spec.get("correctable_max", 0)),
+              "de": int(spec.get("deferred_max", 0))}
+    bad, unknown = [], {}
+    for phys in gpus:
+        gpu = by_slot.get((phys["bdf"] or "").rsplit(".", 1)[0])
+        if gpu is None:
+            unknown.setdefault("no amdgpu PCI device", []).append(_gpu_name(phys))
+        elif gpu["ras"] is None:
+            unknown.setdefault("no ras/ directory", []).append(gpu["bdf"])
+        elif "xgmi_wafl" in gpu["ras_unreadable"]:
+            unknown.setdefault("ras/xgmi_wafl_err_count unreadable", []).append(gpu["bdf"])
+        elif "xgmi_wafl" not in gpu["ras"]:
+            unknown.setdefault("no ras/xgmi_wafl_err_count", []).append(gpu["bdf"])
+        else:
+            counts = gpu["ras"]["xgmi_wafl"]
+            over = ["%s %d" % (key, counts.get(key, 0)) for key in ("ue", "ce", "de") if counts.get(key, 0) > limits[key]]
+            if over:
+                bad.append("%s %s" % (gpu["bdf"], ", ".join(over)))
+    unknown = ["%s on %s" % (why, "all %d GPU(s)" % len(gpus) if len(names) == len(gpus) > 1 else ", ".join(names))
+               for why, names in unknown.items()]
+    return bad, unknown
+
+
+def _check_xgmi(health, spec, gen):
+    """xgmi_links: the generation's expected xGMI peers present in KFD io_links (type 11) and the xGMI/WAFL RAS
+    counters zero."""
+    source = spec.get("source", "")
+    name = (gen or {}).get("name")
+    default = "the generation's xGMI links (KFD io_links type 11) present and ras/xgmi_wafl_err_count 0"
+    if gen is None:
+        return _result("xgmi_links", "unknown", "GPU generation unknown: no expected xGMI layout", default,
+                       "identify the GPUs (check gpu_generation) or set platform_checks_generation", source)
+    entry = (spec.get("generations") or {}).get(name)
+    if not isinstance(entry, dict):
+        return _result("xgmi_links", "unknown", "no xGMI layout for %s in the knowledge (gpu_health xgmi)" % name,
+                       default, "give knowledge/generations/%s.yml an xgmi section" % name.lower(), source)
+    source = "; ".join(s for s in (entry.get("source"), source) if s)
+    if entry.get("not_applicable"):
+        return _result("xgmi_links", "pass", "no xGMI on %s: %s" % (name, entry["not_applicable"]),
+                       "nothing to judge", source=source)
+    if entry.get("unknown"):
+        return _result("xgmi_links", "unknown", "xGMI layout of %s unknown: %s" % (name, entry["unknown"]), default,
+                       "compare 'amd-smi topology' with the platform vendor's baseboard documentation", source)
+    xgmi = health.get("xgmi") or {"error": "no KFD facts gathered"}
+    if xgmi.get("error"):
+        return _result("xgmi_links", "unknown", "KFD topology not readable: %s" % xgmi["error"], default,
+                       "run on the node with amdgpu loaded (sys/class/kfd/kfd/topology/nodes)", source)
+    gpus = xgmi["gpus"]
+    linked = {tuple(p) for p in xgmi["pairs"]}
+    named = {g["index"]: g for g in gpus}
+    pairs, missing, desc = _expected_xgmi(entry, gpus, linked)
+    wafl = spec.get("wafl") or {}
+    expected = "%s; ras/xgmi_wafl_err_count ue <= %d, ce <= %d" % (
+        desc if pairs is not None else "the %s xGMI layout" % name, int(wafl.get("uncorrectable_max", 0)),
+        int(wafl.get("correctable_max", 0)))
+    parts = []  # (status, observed, remediation)
+    if pairs is None:
+        parts.append(("unknown", "links not judged: %s" % desc,
+                      "compare 'amd-smi topology' with the generation's layout by hand"))
+    elif missing:
+        parts.append(("fail", "missing xGMI link(s): " + ", ".join(
+            "%s <-> %s" % (_gpu_name(named[a]), _gpu_name(named[b])) for a, b in missing),
+            "KFD shows no direct xGMI link (io_link type 11) for the named GPU pair(s): traffic between them takes "
+            "another path and collective bandwidth drops. Drain the node, save 'amd-smi topology', 'amd-smi xgmi' and "
+            "'dmesg | grep -i xgmi', reset the GPUs or power-cycle the node; a link that stays down is a hardware "
+            "fault (OAM, baseboard, or the Infinity Fabric bridge of PCIe cards: reseat it): service it per AMD's "
+            "Service Action Guide with the platform vendor"))
+    else:
+        parts.append(("pass", "%d of %d expected GPU pair(s) linked" % (len(pairs), len(pairs)) if pairs
+                      else "no xGMI link expected (%d GPU(s), %s)" % (len(gpus), desc), ""))
+    # the counters of the GPUs that have xGMI links to judge (a PCIe-only card has none)
+    peers = sorted(named) if entry.get("layout") == "pairs" else sorted({i for p in pairs or [] for i in p})
+    if peers:
+        bad, unknown = _wafl_counts(health, [named[i] for i in peers], wafl)
+        if bad:
+            parts.append((wafl.get("level", "fail"), "xgmi_wafl_err_count: " + "; ".join(bad),
+                          "xGMI/WAFL errors counted since the driver loaded on the named GPU(s): a link failed or "
+                          "retried. Save 'amd-smi metric --ecc-blocks' and the kernel log and reset the GPUs; errors "
+                          "that come back mean a failing link: service it per AMD's Service Action Guide"))
+        if unknown:
+            parts.append(("unknown", "xGMI/WAFL counters not known: " + "; ".join(unknown),
+                          "amdgpu shows no readable ras/xgmi_wafl_err_count (RAS off: amdgpu.ras_enable=0, a VF "
+                          "guest, an older driver, or a recovery in progress): read 'amd-smi metric --ecc-blocks' on "
+                          "the node"))
+        if not bad and not unknown:
+            parts.append(("pass", "xgmi_wafl_err_count 0 on %d GPU(s)" % len(peers), ""))
+    status = _worst([st for st, _unused, _unused in parts])
+    return _result("xgmi_links", status, "; ".join(obs for _unused, obs, _unused in parts), expected,
+                   "; ".join(fix for st, _unused, fix in parts if st != "pass"), source)
+
+
 def run_checks(health, knowledge, gen=None, facts=None, options=None, host=None):
     """Return the GPU health results; ``[]`` when ``health`` or ``knowledge`` is missing."""
     if not health or not knowledge:
@@ -678,6 +866,7 @@ def run_checks(health, knowledge, gen=None, facts=None, options=None, host=None)
         _check_kernel_log(health, knowledge.get("kernel_log") or {}),
         _check_firmware(health),
         _check_managers(health, knowledge.get("managers") or {}, facts, options, host or {}),
+        _check_xgmi(health, knowledge.get("xgmi") or {}, gen),
     ]
 
 

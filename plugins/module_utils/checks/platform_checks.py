@@ -77,9 +77,9 @@ OPTIONS = {
             "C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
             "types that mean passthrough; without it they run with built-in defaults and no source.",
             "Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS "
-            "thresholds, kernel log patterns, power managers); without it the GPU health checks "
+            "thresholds, kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks "
             "(C(gpu_partition_mode), C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), "
-            "C(gpu_firmware_consistency), C(power_managers)) are left out.",
+            "C(gpu_firmware_consistency), C(power_managers), C(xgmi_links)) are left out.",
             "The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and "
             "the file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).",
         ],

@@ -22,7 +22,9 @@ GENERATION_FIELDS = ("name", "aliases", "devices", "devices_source", "gfx", "gfx
                      "pcie", "nps_allowed", "nps_policy", "iommu_bios", "kernel_params", "smt", "companion_cpu",
                      "bios_attest", "source", "bios_source")
 PARTITION_FIELDS = ("xcds", "driver", "validated", "matrix_row")
-CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles")
+CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles",
+                 "xgmi")
+XGMI_LAYOUTS = ("full_mesh", "pairs", "hive_full_mesh")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 _DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
 _PRODUCT = re.compile(r"^MI[0-9]+[A-Z]*$")
@@ -99,6 +101,18 @@ def problems(data):
             out.append("gpu_health reserved_vram_bytes %s: null without not_applicable" % name)
     if not pages.get("source"):
         out.append("gpu_health retired_pages: no source")
+    xgmi = data["gpu_health"]["xgmi"]
+    entries[("gpu_health", "xgmi.generations")] = list(xgmi["generations"])
+    for name, entry in xgmi["generations"].items():
+        why = _why(entry)
+        if why == "" or (why is None and (entry or {}).get("layout") not in XGMI_LAYOUTS):
+            out.append("gpu_health xgmi %s: neither a layout (%s) nor unknown / not_applicable: why" % (
+                name, ", ".join(XGMI_LAYOUTS)))
+        if not (isinstance(entry, dict) and entry.get("source")):
+            out.append("gpu_health xgmi %s: no source" % name)
+    if not xgmi.get("source") or not isinstance(xgmi.get("wafl"), dict) or xgmi["wafl"].get("level") not in (
+            "warn", "fail"):
+        out.append("gpu_health xgmi: no source, or no wafl maxima with a level (warn or fail)")
     fabrics = [(name, f) for f in data["advice"]["fabrics"] for name in f.get("generations") or []]
     entries[("advice", "fabrics")] = [name for name, _f in fabrics]
     for fabric in data["advice"]["fabrics"]:
@@ -150,6 +164,15 @@ def card_problems(cards, data):
             out.append("card %s: pcie_required %s is not a pcie_health check with `required`" % (name, check))
         for role in sorted(set(card.get("bios_attest_roles") or []) - roles):
             out.append("card %s: bios_attest_roles %s is not a role of tables.bios_attest_roles" % (name, role))
+        xgmi = card.get("xgmi") or {}
+        if xgmi.get("layout") == "pairs":
+            pairs = xgmi.get("pairs") or []
+            gpus = sorted({i for p in pairs for i in p[:2]})
+            degree = {i: sum(i in p[:2] for p in pairs) for i in gpus}
+            if not pairs or gpus != list(range(len(gpus))) or any(len(p) != 3 or p[0] == p[1] for p in pairs) or \
+                    set(degree.values()) != {xgmi.get("peers_per_gpu")}:
+                out.append("card %s: xgmi pairs are not [a, b, links] over GPUs 0..n-1 with peers_per_gpu peers each"
+                           % name)
         vram = card.get("retired_pages") or {}
         if "retired_pages" in card and vram.get("reserved_vram_bytes") is None and not vram.get("not_applicable"):
             out.append("card %s: retired_pages.reserved_vram_bytes null without not_applicable: why" % name)
@@ -180,7 +203,10 @@ def test_each_break_of_a_card_is_named(data):
     mi300x["fabric"] = "mesh"
     mi300x["pcie_required"].append("aspm")
     mi300x["retired_pages"] = {"reserved_vram_bytes": None}
+    mi250x = next(card for card in cards if card["name"] == "MI250X")
+    mi250x["xgmi"]["pairs"].pop()  # GCDs 6 and 7 left with 2 peers, not the card's 3
     assert card_problems(cards, data) == [
+        "card MI250X: xgmi pairs are not [a, b, links] over GPUs 0..n-1 with peers_per_gpu peers each",
         "card MI300X: no partitions (give each its entry, or unknown: why / not_applicable: why)",
         "card MI300X: fabric 'mesh' is not an id of advice.yml fabrics (mi300a_unstated, oam_full_mesh, oam_xgmi, "
         "pcie_xgmi_bridge)",
@@ -208,11 +234,12 @@ def test_a_new_generation_is_one_card_its_missing_sections_are_named(data, tmp_p
         "rccl_expectations generations: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health partitions.generations: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health retired_pages.reserved_vram_bytes: no entry for MI400X (give it one, or unknown: why)",
+        "gpu_health xgmi.generations: no entry for MI400X (give it one, or unknown: why)",
         "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
     ]
     assert card_problems(kn.cards(str(directory)), views) == [
-        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles (give each its "
-        "entry, or unknown: why / not_applicable: why)"]
+        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, xgmi (give each "
+        "its entry, or unknown: why / not_applicable: why)"]
 
     # the same card with every section, explicit where nothing is known: no problem anywhere
     (directory / "generations" / "mi400x.yml").write_text(identity_only + """
@@ -222,12 +249,14 @@ retired_pages: {reserved_vram_bytes: null, not_applicable: not read yet}
 fabric: mi300a_unstated
 pcie_required: [ten_bit_tags, ari]
 bios_attest_roles: [bare_metal, virtualization_host]
+xgmi: {unknown: no baseboard documentation read yet, source: none yet}
 """)
     views = {name: load_knowledge(name, str(directory)) for name in names(str(directory))}
     assert problems(views) == [] and card_problems(kn.cards(str(directory)), views) == []
     assert "MI400X" in views["pcie_health"]["ari"]["required"]["generations"]
     assert "MI400X" in views["gpu_generations"]["tables"]["bios_attest_roles"]["bare_metal"]["generations"]
     assert "MI400X" in views["gpu_health"]["retired_pages"]["not_applicable"]
+    assert views["gpu_health"]["xgmi"]["generations"]["MI400X"]["unknown"] == "no baseboard documentation read yet"
     assert os.path.exists(directory / "generations" / "README.md")
 
 
@@ -239,6 +268,15 @@ def _with(data, edit):
 
 # (edit, the problem it must give)
 BREAKS = [
+    (lambda d: d["gpu_health"]["xgmi"]["generations"].pop("MI250X"),
+     "gpu_health xgmi.generations: no entry for MI250X (give it one, or unknown: why)"),
+    (lambda d: d["gpu_health"]["xgmi"]["generations"]["MI300X"].__setitem__("layout", "mesh"),
+     "gpu_health xgmi MI300X: neither a layout (full_mesh, pairs, hive_full_mesh) nor unknown / not_applicable: why"),
+    (lambda d: d["gpu_health"]["xgmi"]["generations"].__setitem__("MI210", {"not_applicable": "", "source": "x"}),
+     "gpu_health xgmi MI210: neither a layout (full_mesh, pairs, hive_full_mesh) nor unknown / not_applicable: why"),
+    (lambda d: d["gpu_health"]["xgmi"]["generations"]["MI355X"].pop("source"), "gpu_health xgmi MI355X: no source"),
+    (lambda d: d["gpu_health"]["xgmi"]["wafl"].pop("level"),
+     "gpu_health xgmi: no source, or no wafl maxima with a level (warn or fail)"),
     (lambda d: d["advice"]["fabrics"][0]["generations"].append("MI350X"),
      "advice fabrics: MI350X is not a generation name (an alias: use its generation's name)"),
     (lambda d: d["gpu_health"]["partitions"]["generations"].__setitem__("0x74a1", {"unknown": "x"}),

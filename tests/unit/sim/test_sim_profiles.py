@@ -397,6 +397,21 @@ def test_bad_cpu_keys_are_a_profile_error(tmp_path, monkeypatch, change, message
     assert (tmp_path / "keep").read_text() == "x"  # validated before the destination was emptied
 
 
+@pytest.mark.parametrize("base, down, message", [
+    ("mi300x-8gpu-spx", [[2, 8]], "faults.xgmi_link_down lists pairs"),
+    ("mi300x-8gpu-spx", [[3, 3]], "faults.xgmi_link_down lists pairs"),
+    ("mi300x-8gpu-spx", [2, 5], "faults.xgmi_link_down lists pairs"),
+    ("mi210-8gpu-2hive", [[0, 1]], "needs a kfd.synthetic profile"),
+])
+def test_bad_xgmi_link_down_is_a_profile_error(tmp_path, monkeypatch, base, down, message):
+    good = sysroot.load_profile(base)
+    monkeypatch.setattr(sysroot, "load_profile", lambda _name: dict(good, faults={"xgmi_link_down": down}))
+    (tmp_path / "keep").write_text("x")
+    with pytest.raises(sysroot.ProfileError, match=message):
+        sysroot.build(base, str(tmp_path), force=True)
+    assert (tmp_path / "keep").read_text() == "x"  # validated before the destination was emptied
+
+
 def test_bad_memory_is_a_profile_error(tmp_path, monkeypatch):
     good = sysroot.load_profile("mi250x-8gcd")
     monkeypatch.setattr(sysroot, "load_profile", lambda _name: dict(good, memory={"node_kib": [1, 2]}))

@@ -4,13 +4,17 @@ laid out as systemd reads them, and the simulated fault profiles; the cross-node
 
 import copy
 import importlib.util
+import itertools
 import os
+import shutil
 
 import pytest
 
 from ansible_collections.topotune.instinct.plugins.filter.run_summary_lines import run_summary_lines
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import gpu_health as gh
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import recording
+from ansible_collections.topotune.instinct.plugins.module_utils.topology.kfd import read_kfd
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare, lines
 
@@ -405,14 +409,12 @@ def test_checks_stay_out_without_knowledge():
 
 # ------------------------------------------------------------------------------- simulated profiles
 @pytest.fixture(scope="module")
-def profile_facts(tmp_path_factory):
+def profile_facts(sim_tree):
     cache = {}
 
     def get(name):
         if name not in cache:
-            dest = str(tmp_path_factory.mktemp(name))
-            sim.build(name, dest, force=True)
-            cache[name] = pc.gather(dest)
+            cache[name] = pc.gather(sim_tree(name))
         return cache[name]
     return get
 
@@ -543,3 +545,211 @@ def test_consistency_compares_within_a_hardware_class():
     # the MI250X nodes have no VBIOS/fw_version files: not listed as differing, not listed at all for their class
     assert not [r for r in report["items"] if r["class"] == "MI250X" and r["item"].startswith(("vbios", "firmware"))]
     assert report["summary"]["differing"] == 1
+
+
+# -------------------------------------------------------------------------------------------- xgmi_links
+XGMI = HEALTH["xgmi"]
+KFD_CAPTURES = os.path.join(REPO, "tests", "fixtures", "kfd")
+PROFILES = sorted(name[:-4] for name in os.listdir(os.path.join(REPO, "sim", "profiles")) if name.endswith(".yml"))
+
+
+def _xgmi_facts(count=8, missing=(), hives=None):
+    """What gather's ``xgmi`` holds for ``count`` physical GPUs, every pair linked but ``missing``."""
+    gpus = [{"index": i, "bdf": "0000:%02x:00.0" % (0x10 * (i + 1)), "partitions": 1,
+             "hive_id": (hives[i] if hives else "7")} for i in range(count)]
+    pairs = [[a, b] for a, b in itertools.combinations(range(count), 2) if (a, b) not in missing]
+    return {"error": None, "gpus": gpus, "pairs": pairs, "warnings": []}
+
+
+def _wafl(gpu, ue=0, ce=0):
+    return dict(gpu, ras=dict(gpu["ras"], xgmi_wafl={"ue": ue, "ce": ce, "de": 0}))
+
+
+def _xgmi_health(xgmi, wafl=None, count=8):
+    """Health of ``count`` GPUs whose ras/xgmi_wafl_err_count reads ``wafl[i]`` (``(ue, ce)``, default 0, 0)."""
+    gpus = [_wafl(_gpu("0000:%02x:00.0" % (0x10 * (i + 1))), *(wafl or {}).get(i, (0, 0))) for i in range(count)]
+    return _health(gpus, xgmi=xgmi)
+
+
+def _xgmi(health, gen="MI300X", spec=None):
+    return gh._check_xgmi(health, spec or XGMI, GENERATIONS.get(gen))
+
+
+def test_xgmi_full_mesh_passes_and_a_missing_pair_fails_naming_it():
+    res = _xgmi(_xgmi_health(_xgmi_facts()))
+    assert res["status"] == "pass" and res["remediation"] == ""
+    assert res["observed"] == "28 of 28 expected GPU pair(s) linked; xgmi_wafl_err_count 0 on 8 GPU(s)"
+    assert res["expected"].startswith("full mesh: a direct xGMI link between every pair of the 8 GPUs (7 peers")
+    res = _xgmi(_xgmi_health(_xgmi_facts(missing={(2, 5), (0, 7)})))
+    assert res["status"] == "fail"
+    assert res["observed"].startswith("missing xGMI link(s): GPU 0 (0000:10:00.0) <-> GPU 7 (0000:80:00.0), "
+                                      "GPU 2 (0000:30:00.0) <-> GPU 5 (0000:60:00.0); ")
+    assert res["observed"].count("<->") == 2 and "amd-smi topology" in res["remediation"]
+
+
+@pytest.mark.parametrize("wafl,level,status,text", [
+    ({3: (0, 4)}, "fail", "fail", "xgmi_wafl_err_count: 0000:40:00.0 ce 4"),
+    ({1: (2, 0), 6: (0, 1)}, "fail", "fail", "xgmi_wafl_err_count: 0000:20:00.0 ue 2; 0000:70:00.0 ce 1"),
+    ({3: (0, 4)}, "warn", "warn", "xgmi_wafl_err_count: 0000:40:00.0 ce 4"),   # the level is data
+])
+def test_xgmi_wafl_errors_give_the_level_of_the_data(wafl, level, status, text):
+    spec = copy.deepcopy(XGMI)
+    spec["wafl"]["level"] = level
+    res = _xgmi(_xgmi_health(_xgmi_facts(), wafl), spec=spec)
+    assert res["status"] == status and text in res["observed"], res
+    assert "28 of 28 expected GPU pair(s) linked" in res["observed"] and "xGMI/WAFL errors" in res["remediation"]
+
+
+def test_xgmi_counters_that_cannot_be_read_are_unknown_with_the_reason():
+    health = _xgmi_health(_xgmi_facts())
+    health["gpus"][2] = dict(health["gpus"][2], ras={"umc": {"ue": 0, "ce": 0, "de": 0}})  # no xgmi_wafl file
+    health["gpus"][4] = dict(health["gpus"][4], ras_unreadable=["xgmi_wafl"],
+                             ras={k: v for k, v in health["gpus"][4]["ras"].items() if k != "xgmi_wafl"})
+    res = _xgmi(health)
+    assert res["status"] == "unknown"
+    assert res["observed"] == ("28 of 28 expected GPU pair(s) linked; xGMI/WAFL counters not known: "
+                               "no ras/xgmi_wafl_err_count on 0000:30:00.0; ras/xgmi_wafl_err_count unreadable on "
+                               "0000:50:00.0")
+    assert "amdgpu.ras_enable=0" in res["remediation"]
+    no_ras = _health([_gpu("0000:%02x:00.0" % (0x10 * (i + 1)), ras=None) for i in range(8)], xgmi=_xgmi_facts())
+    res = _xgmi(no_ras)
+    assert res["status"] == "unknown" and res["observed"].endswith("no ras/ directory on all 8 GPU(s)")
+    # a missing link still fails when the counters are unknown
+    no_ras["xgmi"] = _xgmi_facts(missing={(1, 2)})
+    assert _xgmi(no_ras)["status"] == "fail"
+
+
+def test_xgmi_unknown_generation_layout_or_kfd_is_unknown_and_not_applicable_passes():
+    health = _xgmi_health(_xgmi_facts())
+    res = _xgmi(health, gen=None)
+    assert res["status"] == "unknown" and res["observed"].startswith("GPU generation unknown")
+    spec = copy.deepcopy(XGMI)
+    spec["generations"]["MI300X"] = {"unknown": "no baseboard document read", "source": "none"}
+    res = _xgmi(health, spec=spec)
+    assert res["status"] == "unknown" and res["observed"] == "xGMI layout of MI300X unknown: no baseboard document read"
+    spec["generations"]["MI300X"] = {"not_applicable": "PCIe cards without a bridge", "source": "none"}
+    res = _xgmi(health, spec=spec)
+    assert res["status"] == "pass" and res["observed"] == "no xGMI on MI300X: PCIe cards without a bridge"
+    spec["generations"].pop("MI300X")
+    assert _xgmi(health, spec=spec)["status"] == "unknown"
+    res = _xgmi(_health(xgmi={"error": "KFD topology not found: /x does not exist", "gpus": [], "pairs": []}))
+    assert res["status"] == "unknown" and res["observed"] == "KFD topology not readable: KFD topology not found: /x does not exist"
+
+
+def _mi250x_layout():
+    return [tuple(p[:2]) for p in XGMI["generations"]["MI250X"]["pairs"]]
+
+
+@pytest.mark.parametrize("perm", [(0, 1, 2, 3, 4, 5, 6, 7), (4, 5, 2, 3, 6, 7, 0, 1), (7, 3, 1, 5, 0, 2, 6, 4)])
+def test_mi250x_package_layout_is_matched_up_to_gcd_numbering(perm):
+    """The 12 linked GCD pairs of the card, renumbered as another platform may number its GCDs: all there pass; one
+    link removed fails naming that pair in the node's numbering, and no other."""
+    pairs = {tuple(sorted((perm[a], perm[b]))) for a, b in _mi250x_layout()}
+    facts = _xgmi_facts()
+    facts["pairs"] = [list(p) for p in sorted(pairs)]
+    res = _xgmi(_xgmi_health(facts), gen="MI250X")
+    assert res["status"] == "pass" and res["observed"].startswith("12 of 12 expected GPU pair(s) linked"), res
+    gone = tuple(sorted((perm[2], perm[4])))  # the 2-link pair between packages 2-3 and 4-5
+    facts["pairs"] = [list(p) for p in sorted(pairs - {gone})]
+    res = _xgmi(_xgmi_health(facts), gen="MI250X")
+    assert res["status"] == "fail" and res["observed"].count("<->") == 1
+    assert "GPU %d (0000:%02x:00.0) <-> GPU %d (0000:%02x:00.0)" % (
+        gone[0], 0x10 * (gone[0] + 1), gone[1], 0x10 * (gone[1] + 1)) in res["observed"]
+
+
+def test_mi250x_layout_on_another_gcd_count_is_unknown():
+    facts = _xgmi_facts(count=6)
+    res = _xgmi(_xgmi_health(facts, count=6), gen="MI250X")
+    assert res["status"] == "unknown" and "the layout is for 8 GPUs, the node shows 6" in res["observed"]
+
+
+def test_mi210_hives_are_full_meshes_and_cards_without_a_bridge_expect_nothing():
+    hives = ["a"] * 4 + ["b"] * 4
+    cross = {(a, b) for a in range(4) for b in range(4, 8)}
+    res = _xgmi(_xgmi_health(_xgmi_facts(missing=cross, hives=hives)), gen="MI210")
+    assert res["status"] == "pass" and res["observed"].startswith("12 of 12 expected GPU pair(s) linked")
+    res = _xgmi(_xgmi_health(_xgmi_facts(missing=cross | {(5, 6)}, hives=hives)), gen="MI210")
+    assert res["status"] == "fail" and "GPU 5 (0000:60:00.0) <-> GPU 6 (0000:70:00.0)" in res["observed"]
+    alone = _xgmi_facts(missing=set(itertools.combinations(range(8), 2)), hives=[None] * 8)
+    res = _xgmi(_health(xgmi=alone), gen="MI210")  # no ras files either: nothing to judge
+    assert res["status"] == "pass" and res["observed"].startswith("no xGMI link expected (8 GPU(s)")
+
+
+def _capture_health(facts):
+    """Health of the capture's physical GPUs with zero xGMI/WAFL counters (captures hold no amdgpu sysfs)."""
+    return _health([_wafl(_gpu(g["bdf"])) for g in facts["gpus"]], xgmi=facts)
+
+
+@pytest.mark.parametrize("capture,gen,pairs,partitions", [
+    ("mi210-8gpu-2hive", "MI210", 12, {1}),      # two bridged hives of 4 PCIe cards
+    ("mi300x-8gpu-cpx", "MI300X", 28, {8, 7}),   # CPX: 63 KFD nodes (one partition missing from the capture)
+    ("mi308x-cpx", "MI308X", 28, {4}),
+])
+def test_real_kfd_captures_give_the_generations_layout(capture, gen, pairs, partitions):
+    facts = gh.xgmi_facts(read_kfd(path=os.path.join(KFD_CAPTURES, capture)).to_dict())
+    assert len(facts["gpus"]) == 8 and {g["partitions"] for g in facts["gpus"]} == partitions
+    assert len(facts["pairs"]) == pairs
+    res = _xgmi(_capture_health(facts), gen=gen)
+    assert res["status"] == "pass", res
+    assert res["observed"] == "%d of %d expected GPU pair(s) linked; xgmi_wafl_err_count 0 on 8 GPU(s)" % (pairs, pairs)
+
+
+def _drop_xgmi(nodes, between):
+    """Remove the type-11 io_links between the KFD nodes of ``between`` (two sets of node numbers), both ways."""
+    for node in os.listdir(nodes):
+        links = os.path.join(nodes, node, "io_links")
+        for link in os.listdir(links) if os.path.isdir(links) else []:
+            with open(os.path.join(links, link, "properties")) as handle:
+                props = dict(line.split() for line in handle if line.strip())
+            ends = {int(node), int(props["node_to"])}
+            if props["type"] == "11" and any(ends & side and ends - side and ends - side <= other
+                                             for side, other in (between, between[::-1])):
+                shutil.rmtree(os.path.join(links, link))
+
+
+def test_cpx_capture_with_a_dead_link_names_the_physical_pair(tmp_path):
+    """A copy of the real MI300X CPX capture without the xGMI io_links between every partition of GPU 0 and GPU 3:
+    one missing physical pair, named once; without them between one partition of each only, still linked (the
+    physical GPUs are the peers, any partition's link joins them)."""
+    root = str(tmp_path / "cpx")
+    shutil.copytree(os.path.join(KFD_CAPTURES, "mi300x-8gpu-cpx"), root)
+    model = read_kfd(path=root).to_dict()
+    kfd_of = {}
+    for gpu in model["gpus"]:
+        kfd_of.setdefault(gpu["physical_index"], set()).add(gpu["kfd_node"])
+    nodes = os.path.join(root, "topology", "nodes") if os.path.isdir(os.path.join(root, "topology")) else \
+        os.path.join(root, "nodes")
+    _drop_xgmi(nodes, ({min(kfd_of[1])}, {min(kfd_of[2])}))
+    facts = gh.xgmi_facts(read_kfd(path=root).to_dict())
+    assert _xgmi(_capture_health(facts))["status"] == "pass"
+    _drop_xgmi(nodes, (kfd_of[0], kfd_of[3]))
+    facts = gh.xgmi_facts(read_kfd(path=root).to_dict())
+    res = _xgmi(_capture_health(facts))
+    bdf = {g["index"]: g["bdf"] for g in facts["gpus"]}
+    assert res["status"] == "fail" and res["observed"].count("<->") == 1
+    assert res["observed"].startswith("missing xGMI link(s): GPU 0 (%s) <-> GPU 3 (%s); " % (bdf[0], bdf[3]))
+
+
+def test_xgmi_links_fails_on_the_link_down_profile_only(profile_facts):
+    """Every simulated profile (each of a generation with xGMI: MI300X, MI308X, MI250X, MI210) passes but
+    fault-xgmi-link-down, which fails naming the one pair its tree lacks."""
+    assert "fault-xgmi-link-down" in PROFILES and "mi300x-8gpu-cpx" in PROFILES and "mi250x-8gcd" in PROFILES
+    results = {name: _by_id(pc.run_checks(profile_facts(name), KNOWLEDGE))["xgmi_links"] for name in PROFILES}
+    down = results.pop("fault-xgmi-link-down")
+    assert down["status"] == "fail" and down["observed"] == (
+        "missing xGMI link(s): GPU 2 (0000:38:00.0) <-> GPU 5 (0000:af:00.0); xgmi_wafl_err_count 0 on 8 GPU(s)")
+    assert {name: r["status"] for name, r in results.items() if r["status"] != "pass"} == {}
+    assert results["mi300x-8gpu-cpx"]["observed"].startswith("28 of 28 expected GPU pair(s) linked")
+    assert results["mi300x-8gpu-cpx64"]["observed"].startswith("28 of 28 expected GPU pair(s) linked")
+    assert results["mi250x-8gcd"]["observed"].startswith("12 of 12 expected GPU pair(s) linked")
+    assert results["mi210-8gpu-2hive"]["observed"].startswith("12 of 12 expected GPU pair(s) linked")
+
+
+def test_xgmi_reads_go_through_sysroot(sim_tree):
+    """The counters are read through core/sysroot.py, so a node snapshot records them (the KFD tree it keeps whole)."""
+    root = sim_tree("mi300x-8gpu-spx")
+    with recording() as reads:
+        health = gh.gather(root)
+    assert len(health["xgmi"]["pairs"]) == 28
+    wafl = {path for path in reads.files if path.endswith("/ras/xgmi_wafl_err_count")}
+    assert len(wafl) == 8
