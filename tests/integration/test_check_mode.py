@@ -56,12 +56,13 @@ EXPECTED = {
     "mi308x-cpx": None,
 }
 
-# Fault profiles of mi300x-8gpu-spx that change only what the read-only health checks read (config space, AER and RAS
-# counters, firmware, VBIOS and partition files, the RDMA NICs' place): the roles write what they write on their base
-# profile, tested above, through the same tasks; molecule/health runs the checks on them (docs/health-checks.md).
+# Fault profiles of mi300x-8gpu-spx that change only what the read-only health checks read (config space, AER, replay
+# and RAS counters, memory blocks, firmware, VBIOS and partition files, the RDMA NICs' place): the roles write what they
+# write on their base profile, tested above, through the same tasks; molecule/health runs the checks on them
+# (docs/health-checks.md).
 HEALTH_FAULTS = {"fault-acs-enabled", "fault-aer-fatal", "fault-ecc-deferred", "fault-ecc-uncorrectable",
                  "fault-fw-mismatch", "fault-mixed-partitions", "fault-nic-far-numa", "fault-retired-pages",
-                 "fault-vbios-odd"}
+                 "fault-vbios-odd", "fault-pcie-replays", "fault-memory-offline"}
 PROFILES = [profile for profile in ALL_PROFILES if profile not in HEALTH_FAULTS]
 
 # The controller-side report writes that run for real in a check run (docs/drift.md, "Check mode"); the applied

@@ -22,7 +22,8 @@ GENERATION_FIELDS = ("name", "aliases", "devices", "devices_source", "gfx", "gfx
                      "pcie", "nps_allowed", "nps_policy", "iommu_bios", "kernel_params", "smt", "companion_cpu",
                      "bios_attest", "source", "bios_source")
 PARTITION_FIELDS = ("xcds", "driver", "validated", "matrix_row")
-CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles")
+CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles",
+                 "online_memory")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 _DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
 _PRODUCT = re.compile(r"^MI[0-9]+[A-Z]*$")
@@ -99,6 +100,14 @@ def problems(data):
             out.append("gpu_health reserved_vram_bytes %s: null without not_applicable" % name)
     if not pages.get("source"):
         out.append("gpu_health retired_pages: no source")
+    memory = data["gpu_generations"]["host"]["online_memory"]
+    entries[("gpu_generations", "host.online_memory.generations")] = list(memory["generations"])
+    for name, entry in memory["generations"].items():
+        why = _why(entry)
+        if why == "" or (why is None and not (entry.get("min_gib") or entry.get("recommended_gib"))):
+            out.append("gpu_generations online_memory %s: neither min_gib, recommended_gib nor unknown: why" % name)
+        if why is None and not entry.get("sources"):
+            out.append("gpu_generations online_memory %s: no source" % name)
     fabrics = [(name, f) for f in data["advice"]["fabrics"] for name in f.get("generations") or []]
     entries[("advice", "fabrics")] = [name for name, _f in fabrics]
     for fabric in data["advice"]["fabrics"]:
@@ -208,11 +217,12 @@ def test_a_new_generation_is_one_card_its_missing_sections_are_named(data, tmp_p
         "rccl_expectations generations: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health partitions.generations: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health retired_pages.reserved_vram_bytes: no entry for MI400X (give it one, or unknown: why)",
+        "gpu_generations host.online_memory.generations: no entry for MI400X (give it one, or unknown: why)",
         "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
     ]
     assert card_problems(kn.cards(str(directory)), views) == [
-        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles (give each its "
-        "entry, or unknown: why / not_applicable: why)"]
+        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, online_memory "
+        "(give each its entry, or unknown: why / not_applicable: why)"]
 
     # the same card with every section, explicit where nothing is known: no problem anywhere
     (directory / "generations" / "mi400x.yml").write_text(identity_only + """
@@ -222,6 +232,7 @@ retired_pages: {reserved_vram_bytes: null, not_applicable: not read yet}
 fabric: mi300a_unstated
 pcie_required: [ten_bit_tags, ari]
 bios_attest_roles: [bare_metal, virtualization_host]
+online_memory: {unknown: no acceptance page yet}
 """)
     views = {name: load_knowledge(name, str(directory)) for name in names(str(directory))}
     assert problems(views) == [] and card_problems(kn.cards(str(directory)), views) == []
@@ -260,6 +271,12 @@ BREAKS = [
      "env_vars variables.HSA_OVERRIDE_GFX_VERSION.applies_to: gfx target gfx1100 is neither a generation's gfx nor in "
      "env_vars native_gfx"),
     (lambda d: _entry(d["gpu_generations"]["generations"], "MI250X").pop("source"), "gpu_generations MI250X: no source"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"]["MI308X"].pop("recommended_gib"),
+     "gpu_generations online_memory MI308X: neither min_gib, recommended_gib nor unknown: why"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"]["MI210"].pop("sources"),
+     "gpu_generations online_memory MI210: no source"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"].pop("MI325X"),
+     "gpu_generations host.online_memory.generations: no entry for MI325X (give it one, or unknown: why)"),
 ]
 
 
