@@ -59,7 +59,10 @@ DEFAULTS = {
     "cpu": {"threads_per_core": 2, "nps": 1, "model_name": "AMD EPYC (simulated)",
             # sysfs cache sizes as the kernel prints them (Zen 3: 32K L1d/L1i, 512K L2 per core, 32M L3 per CCD)
             "caches": {"l1d": "32K", "l1i": "32K", "l2": "512K", "l3": "32768K"}},
-    "memory": {"node_kib": 268435456},
+    # node_kib: MemTotal per NUMA node; online_gib: the memory blocks of sys/devices/system/memory (what lsmem sums),
+    # in blocks of block_bytes (x86 uses 2 GiB blocks on machines with 64 GiB or more: linux
+    # arch/x86/mm/init_64.c probe_memory_block_size, MEM_SIZE_FOR_LARGE_BLOCK); no online_gib: MemTotal rounded up
+    "memory": {"node_kib": 268435456, "block_bytes": 2147483648},
     "pcie": {"width": 16, "speed": "16.0 GT/s PCIe"},
     # acpi-cpufreq style: every generic governor is available; a careless node runs schedutil.
     "cpufreq": {
@@ -95,7 +98,8 @@ DEFAULTS = {
 
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
               "acs_enabled", "nic_far_numa", "aer",
-              "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition", "xgmi_link_down")
+              "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition", "xgmi_link_down", "pcie_replays",
+              "memory_offline")
 # What module_utils/checks/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
@@ -549,6 +553,7 @@ def build(profile_name, dest, force=False):
         _links_down(profile, len(profile["kfd"]["synthetic"]["bdfs"]))
     _cache_sizes(profile)
     _node_memory_kib(profile, len(layout.numa))
+    _memory_blocks(profile, len(layout.numa), faults)
     if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
         _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
                    profile["rdma"].get("link_layer", "Ethernet"))
@@ -576,6 +581,7 @@ def build(profile_name, dest, force=False):
     _write_dev(dest, gpus)
     _write_cpus(dest, profile, layout, faults)
     _write_nodes(dest, profile, layout)
+    _write_memory_blocks(dest, profile, len(layout.numa), faults)
     _write_misc(dest, profile, layout)
     _write(os.path.join(dest, MARKER), profile_name + "\n")
     return {"profile": profile_name, "dest": dest, "files": _files_written[0],
@@ -785,6 +791,7 @@ def _write_amdgpu(dest, profile, gpus, faults):
     bad = {e["gpu"]: e["count"] for e in faults.get("bad_pages", [])}
     fw_over = {e["gpu"]: e for e in faults.get("gpu_firmware", [])}
     part_over = {e["gpu"]: e for e in faults.get("gpu_partition", [])}
+    replays = {e["gpu"]: e["count"] for e in faults.get("pcie_replays", [])}
     first = {}
     for pos, g in enumerate(gpus):
         slot = g["bdf"].rsplit(".", 1)[0]
@@ -803,6 +810,8 @@ def _write_amdgpu(dest, profile, gpus, faults):
             "mem_info_vram_total": spec.get("vram_bytes"),
             # the CPU-visible VRAM: all of it with a large BAR (amdgpu_vram_mgr.c mem_info_vis_vram_total)
             "mem_info_vis_vram_total": spec.get("vis_vram_bytes", spec.get("vram_bytes")),
+            # NAKs generated + received on the GPU's link (amdgpu_device.c DOC pcie_replay_count); 0 on a good link
+            "pcie_replay_count": replays.get(pos, 0),
         }
         for key, val in values.items():
             if val is not None:
@@ -990,6 +999,43 @@ def _node_memory_kib(profile, n_numa):
         raise ProfileError(f"profile {profile['name']}: memory.node_kib must be a positive integer or a list of "
                            f"{n_numa}, not {value!r}")
     return values
+
+
+def _memory_blocks(profile, n_numa, faults):
+    """``(block_bytes, online, offline)``: the memory blocks of ``sys/devices/system/memory``; ``memory.online_gib``
+    (else the MemTotal of the nodes, rounded up) in blocks of ``memory.block_bytes``, the last
+    ``faults.memory_offline.blocks`` of them offline."""
+    memory = profile.get("memory") or {}
+    block = memory.get("block_bytes")
+    if not isinstance(block, int) or isinstance(block, bool) or block <= 0 or block & (block - 1):
+        raise ProfileError(f"profile {profile['name']}: memory.block_bytes must be a power of two, not {block!r}")
+    gib = memory.get("online_gib")
+    if gib is None:
+        total = sum(_node_memory_kib(profile, n_numa)) * 1024
+    elif isinstance(gib, int) and not isinstance(gib, bool) and gib > 0:
+        total = gib << 30
+    else:
+        raise ProfileError(f"profile {profile['name']}: memory.online_gib must be a positive integer, not {gib!r}")
+    blocks = -(-total // block)
+    offline = (faults.get("memory_offline") or {}).get("blocks", 0)
+    if not isinstance(offline, int) or isinstance(offline, bool) or not 0 <= offline <= blocks:
+        raise ProfileError(f"profile {profile['name']}: faults.memory_offline.blocks must be 0..{blocks}, "
+                           f"not {offline!r}")
+    return block, blocks - offline, offline
+
+
+def _write_memory_blocks(dest, profile, n_numa, faults):
+    """``sys/devices/system/memory``: ``block_size_bytes`` (hex, no 0x, as the kernel prints it) and per block
+    ``memoryN/online`` (Documentation/admin-guide/mm/memory-hotplug.rst); not ``state``, which says the same (the
+    checks read it only where ``online`` is missing): a file fewer per block."""
+    block, online, offline = _memory_blocks(profile, n_numa, faults)
+    base = os.path.join(dest, "sys", "devices", "system", "memory")
+    os.makedirs(base)
+    _write(os.path.join(base, "block_size_bytes"), f"{block:x}\n")
+    for index in range(online + offline):
+        d = os.path.join(base, f"memory{index}")
+        os.makedirs(d)
+        _write(os.path.join(d, "online"), "1\n" if index < online else "0\n")
 
 
 def _write_misc(dest, profile, layout):

@@ -40,8 +40,8 @@ options:
         C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
-        C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
-        that mean passthrough; without it they run with built-in defaults and no source.
+        C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) their levels, thresholds and sources, and C(iommu_state) the
+        IOMMU group types that mean passthrough; without it they run with built-in defaults and no source.
       - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
         kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks (C(gpu_partition_mode),
         C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency), C(power_managers),
@@ -77,7 +77,8 @@ options:
         (C(bios_version), which otherwise reports the version and accepts any), C(vbios) (C(expected_vbios), every GPU),
         C(firmware) (C(expected_firmware), a mapping of amdgpu C(fw_version) file names such as C(mec) or C(sos) to
         versions, every GPU), each a string (an C(fnmatch) pattern such as C(6.4.*)) or a list of accepted strings;
-        C(min_online_memory_gib) (C(expected_online_memory)), the online system memory the node must have.
+        C(min_online_memory_gib), the online system memory in GiB the node must have, which replaces the generation's
+        minimum of check C(online_memory) (AMD's acceptance figure).
     type: dict
     default: {}
   cpu_governor:

@@ -12,8 +12,9 @@ Public API (standard library only, Python 3.8+):
     ``min_online_memory_gib``.
 ``gather(sysroot)``
     What only these checks read: the OS release (``etc/os-release`` under the sysroot: ``ID VERSION_ID``, e.g.
-    ``ubuntu 22.04``) and the online system memory (``sys/devices/system/memory``: online blocks x
-    ``block_size_bytes``). ROCm, kernel, BIOS, VBIOS and firmware come from the facts the other checks gather.
+    ``ubuntu 22.04``) and the system memory (``sys/devices/system/memory``: online and offline blocks x
+    ``block_size_bytes``, which check ``online_memory`` of ``platform_checks`` judges). ROCm, kernel, BIOS, VBIOS and
+    firmware come from the facts the other checks gather.
 ``check_expected(expected)``
     The option checked: a dict of known keys, each value a string (an ``fnmatch`` pattern: ``6.4.*``), a list of
     strings (any of them), or, for ``min_online_memory_gib``, a positive number; raises ``ExpectedError`` naming the
@@ -21,7 +22,9 @@ Public API (standard library only, Python 3.8+):
 ``run_checks(facts, expected)``
     One result per key set (nothing for keys left out): ``expected_rocm_version``, ``expected_kernel_release``,
     ``expected_os_release``, ``bios_version`` (CVS ``test_check_bios_version``), ``expected_vbios``,
-    ``expected_firmware``, ``expected_online_memory``. A value the node cannot read is ``unknown`` with the reason.
+    ``expected_firmware``. A value the node cannot read is ``unknown`` with the reason. ``min_online_memory_gib`` is
+    no check of its own: it replaces the generation's minimum in check ``online_memory`` (``platform_checks``), the
+    one owner of that fact.
 """
 
 import fnmatch
@@ -41,8 +44,6 @@ _SOURCE = {
                     "cvs/tests/platform/host_configs_cvs.py test_check_bios_version",
     "vbios": "amdgpu sysfs vbios_version (amdgpu_atombios.c); platform_checks_expected",
     "firmware": "amdgpu sysfs fw_version/<name>_fw_version (amdgpu_ucode.c); platform_checks_expected",
-    "min_online_memory_gib": "sys/devices/system/memory/block_size_bytes and memory*/online (Linux "
-                             "Documentation/admin-guide/mm/memory-hotplug.rst); ROCm/cvs test_check_online_memory",
 }
 
 
@@ -62,22 +63,38 @@ def _os_release(sysroot):
     return " ".join(v for v in (fields.get("ID"), fields.get("VERSION_ID")) if v) or None
 
 
-def _online_memory(sysroot):
-    """Online memory in bytes, or None (no memory block directory: a kernel without memory hotplug sysfs)."""
+def _block_online(block_dir):
+    """A memory block's ``online`` (1/0), else its ``state`` (online*/offline*, memory-hotplug.rst); None unread."""
+    online = read_text(os.path.join(block_dir, "online"), None)
+    if online in ("0", "1"):
+        return online == "1"
+    state = read_text(os.path.join(block_dir, "state"), None) or ""
+    if state.startswith("online"):  # "online", "online_kernel", "online_movable"
+        return True
+    if state.startswith("offline") or state == "going-offline":
+        return False
+    return None
+
+
+def _memory(sysroot):
+    """``(online bytes, offline bytes)``; ``(None, None)`` without a memory block directory (a kernel without memory
+    hotplug sysfs) or without any online block."""
     base = join(sysroot, MEMORY_DIR)
     size = read_text(os.path.join(base, "block_size_bytes"), None)
     try:
         block = int(size, 16)
     except (TypeError, ValueError):
-        return None
-    online = [name for name in list_dir(base) if name.startswith("memory") and name[6:].isdigit()
-              and read_text(os.path.join(base, name, "online"), None) == "1"]
-    return len(online) * block if online else None
+        return None, None
+    states = [_block_online(os.path.join(base, name)) for name in list_dir(base)
+              if name.startswith("memory") and name[6:].isdigit()]
+    online, offline = states.count(True), states.count(False)
+    return (online * block, offline * block) if online else (None, None)
 
 
 def gather(sysroot="/"):
     """See the module docstring."""
-    return {"os_release": _os_release(sysroot), "online_memory_bytes": _online_memory(sysroot)}
+    online, offline = _memory(sysroot)
+    return {"os_release": _os_release(sysroot), "online_memory_bytes": online, "offline_memory_bytes": offline}
 
 
 def _patterns(key, value):
@@ -125,8 +142,7 @@ def _matches(value, patterns):
 def _result(check_id, status, observed, expected, remediation, key):
     return {"id": check_id, "status": status, "observed": observed, "expected": expected,
             "remediation": remediation if status != "pass" else "", "source": _SOURCE[key],
-            "cvs": "test_check_bios_version" if key == "bios_version" else
-            ("test_check_online_memory" if key == "min_online_memory_gib" else None)}
+            "cvs": "test_check_bios_version" if key == "bios_version" else None}
 
 
 _NODE_ITEMS = (
@@ -189,16 +205,4 @@ def run_checks(facts, expected):
                                   expected["firmware"],
                                   "update the GPU firmware (the platform vendor's bundle / amdgpu firmware package), "
                                   "or fix platform_checks_expected.firmware"))
-    if "min_online_memory_gib" in expected:
-        want = expected["min_online_memory_gib"]
-        have = (facts.get("expected") or {}).get("online_memory_bytes")
-        shown = ">= %s GiB online" % want
-        if have is None:
-            results.append(_result("expected_online_memory", "unknown", "no memory blocks under %s" % MEMORY_DIR,
-                                   shown, "run on the node itself (memory hotplug sysfs)", "min_online_memory_gib"))
-        else:
-            gib = have / float(1 << 30)
-            results.append(_result("expected_online_memory", "pass" if gib >= want else "fail", "%.1f GiB online" % gib,
-                                   shown, "memory is missing or offline: check DIMM population in the BIOS/BMC and "
-                                          "offline blocks (lsmem)", "min_online_memory_gib"))
     return results

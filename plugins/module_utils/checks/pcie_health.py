@@ -10,7 +10,8 @@ Public API (standard library only, Python 3.8+):
 ``run_checks(facts, knowledge, gen=None, options=None)``
     Pure: results ``{id, status, observed, expected, remediation, source, cvs}`` (the shape of
     ``platform_checks``) for ``pci_acs``, ``rdma_gpu_nic_affinity``, ``pcie_aspm``, ``pcie_10bit_tags``,
-    ``pcie_ari_forwarding``, ``gpu_large_bar`` and ``pcie_aer``; ``knowledge`` is ``knowledge/pcie_health.yml``,
+    ``pcie_ari_forwarding``, ``gpu_large_bar``, ``pcie_aer`` and ``pcie_replay``; ``knowledge`` is
+    ``knowledge/pcie_health.yml``,
     ``gen`` the node's generation entry (where AMD requires a setting, its level), ``options`` the platform options
     (``virtualization_host``: ACS is expected on).
 ``nic_affinity(facts)``
@@ -35,6 +36,7 @@ from .pci_config import EXT_CAP_ARI, ConfigSpace, human_bytes
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 AER_KINDS = ("correctable", "nonfatal", "fatal")
+HEST_TABLE = "sys/firmware/acpi/tables/HEST"
 
 
 # ------------------------------------------------------------------------------------------------ gather
@@ -91,6 +93,8 @@ def _device(sysroot, bdf, kind, name=None):
         # amdgpu_vram_mgr.c: the VRAM the CPU can see through the BAR, and all of it; readable without root
         device["vram_bytes"] = _int_or_none(read_text(os.path.join(dev, "mem_info_vram_total"), None))
         device["vis_vram_bytes"] = _int_or_none(read_text(os.path.join(dev, "mem_info_vis_vram_total"), None))
+        # amdgpu_device.c DOC pcie_replay_count: NAKs generated + received (not created on an SR-IOV VF)
+        device["replay_count"] = _int_or_none(read_text(os.path.join(dev, "pcie_replay_count"), None))
     return device
 
 
@@ -110,7 +114,10 @@ def gather(sysroot="/"):
             if bdf not in bridges:
                 bridges[bdf] = read_bytes(join(sysroot, os.path.join("sys/bus/pci/devices", bdf, "config")),
                                           default=None)
-    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": is_dir(ib)}
+    # APEI's Hardware Error Source Table: the firmware may own PCIe error handling (firmware-first), see check_aer;
+    # listed, not read (the table itself is root-only)
+    hest = os.path.basename(HEST_TABLE) in list_dir(join(sysroot, os.path.dirname(HEST_TABLE)))
+    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": is_dir(ib), "hest": hest}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -577,19 +584,32 @@ def check_large_bar(facts, knowledge):
                    source=source)
 
 
+def _firmware_first(facts, spec):
+    """The note ``pcie_aer`` adds when the platform has an APEI HEST table, else ''."""
+    if not facts.get("hest"):
+        return ""
+    return spec.get("firmware_first_note") or (
+        "ACPI HEST present: the firmware may handle PCIe errors first (firmware-first), and then these counters "
+        "stay 0 whatever happens")
+
+
 def check_aer(facts, knowledge):
     spec = _spec(knowledge, "aer")
     source = spec.get("source", "")
     limits = {"fatal": int(spec.get("fatal_max", 0)), "nonfatal": int(spec.get("nonfatal_max", 0)),
               "correctable": int(spec.get("correctable_max", 0))}
     expected = "fatal <= %(fatal)d, non-fatal <= %(nonfatal)d, correctable <= %(correctable)d per device" % limits
+    note = _firmware_first(facts, spec)
+    if note and spec.get("firmware_first_source"):
+        source = "%s; %s" % (source, spec["firmware_first_source"])
     devices = facts["gpus"] + facts["nics"]
     if not devices:
         return _result("pcie_aer", "unknown", "no GPU or RDMA NIC", expected, "nothing to check", source)
     counted = [d for d in devices if any(d["aer"][k] is not None for k in AER_KINDS)]
     if not counted:
         return _result("pcie_aer", "unknown", "no aer_dev_* counters (kernel < 4.19, AER not native, or firmware-first "
-                       "error handling)", expected, "read the BMC's PCIe error log instead", source)
+                       "error handling)" + ("; " + note if note else ""), expected,
+                       "read the BMC's PCIe error log instead", source)
     over = {k: [] for k in AER_KINDS}
     for dev in counted:
         for kind in AER_KINDS:
@@ -606,14 +626,55 @@ def check_aer(facts, knowledge):
         return _result("pcie_aer", spec.get("correctable_level", "warn"), "; ".join(over["correctable"]), expected,
                        "correctable errors above the threshold point to a marginal link (signal integrity): watch "
                        "the rate, reseat the device or riser at the next maintenance", source)
-    return _result("pcie_aer", "pass", "%d device(s) within the limits" % len(counted), expected, source=source)
+    observed = "%d device(s) within the limits" % len(counted)
+    if note:
+        # the counters are all there is to judge by; what they cannot see is said, not judged
+        observed += "; " + note + ": read the BMC's PCIe error log too"
+    return _result("pcie_aer", "pass", observed, expected, source=source)
+
+
+def check_replay(facts, knowledge):
+    """amdgpu's ``pcie_replay_count`` of every physical GPU against ``replay``'s warn and fail levels."""
+    spec = _spec(knowledge, "replay")
+    source = spec.get("source", "")
+    warn_above, fail_above = int(spec.get("warn_above", 0)), int(spec.get("fail_above", 1000))
+    expected = "pcie_replay_count <= %d per GPU (warn above %d, fail above %d)" % (warn_above, warn_above, fail_above)
+    gpus = _physical(facts["gpus"])
+    if not gpus:
+        return _result("pcie_replay", "unknown", "no AMD GPU", expected, "nothing to check", source)
+    missing = [g["bdf"] for g in gpus if g.get("replay_count") is None]
+    if len(missing) == len(gpus):
+        return _result("pcie_replay", "unknown", "no pcie_replay_count on any GPU (amdgpu not loaded, an SR-IOV VF: "
+                       "amdgpu does not create it there, or an older driver)", expected,
+                       "load amdgpu on the host (the physical function), or read the replay counters with "
+                       "'amd-smi metric --pcie'", source)
+    failing = [g for g in gpus if g.get("replay_count") is not None and g["replay_count"] > fail_above]
+    warning = [g for g in gpus if g.get("replay_count") is not None and warn_above < g["replay_count"] <= fail_above]
+    named = ["%s %d replay(s)" % (g["bdf"], g["replay_count"]) for g in failing + warning]
+    if missing:
+        named.append("no pcie_replay_count on " + _short(missing))
+    fix = ("PCIe replays are link-level retransmissions (the link layer re-sends a TLP after a NAK or timeout): "
+           "a marginal link (signal integrity: riser, retimer, cable, seating). Check the link speed and width "
+           "(gpu_pcie_speed_width) and pcie_aer, reseat the GPU or riser at the next maintenance; the count "
+           "restarts at the next reboot or GPU reset")
+    if failing:
+        return _result("pcie_replay", spec.get("fail_level", "fail"), "; ".join(named), expected, fix, source)
+    if warning:
+        return _result("pcie_replay", spec.get("warn_level", "warn"), "; ".join(named), expected, fix, source)
+    if missing:
+        return _result("pcie_replay", "unknown", "; ".join(named), expected,
+                       "check that amdgpu runs on every GPU (an SR-IOV VF has no pcie_replay_count)", source)
+    return _result("pcie_replay", "pass", "%s on %d GPU(s)" % (
+        "no replays" if not any(g["replay_count"] for g in gpus) else "at most %d replay(s)" % max(
+            g["replay_count"] for g in gpus), len(gpus)), expected, source=source)
 
 
 # Settings of the physical host's PCIe fabric: an SR-IOV guest sees a virtual one (platform_checks._as_guest)
 HOST_ONLY = ("pci_acs", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding", "gpu_large_bar")
-CHECKS = (check_acs, check_affinity, check_aspm, check_ten_bit_tags, check_ari, check_large_bar, check_aer)
+CHECKS = (check_acs, check_affinity, check_aspm, check_ten_bit_tags, check_ari, check_large_bar, check_aer,
+          check_replay)
 CHECK_IDS = ("pci_acs", "rdma_gpu_nic_affinity", "pcie_aspm", "pcie_10bit_tags", "pcie_ari_forwarding",
-             "gpu_large_bar", "pcie_aer")
+             "gpu_large_bar", "pcie_aer", "pcie_replay")
 
 
 def run_checks(facts, knowledge, gen=None, options=None):
@@ -623,4 +684,4 @@ def run_checks(facts, knowledge, gen=None, options=None):
         return []
     return [check_acs(facts, knowledge, options), check_affinity(facts, knowledge), check_aspm(facts, knowledge),
             check_ten_bit_tags(facts, knowledge, gen), check_ari(facts, knowledge, gen),
-            check_large_bar(facts, knowledge), check_aer(facts, knowledge)]
+            check_large_bar(facts, knowledge), check_aer(facts, knowledge), check_replay(facts, knowledge)]

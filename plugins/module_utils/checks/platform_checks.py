@@ -74,7 +74,7 @@ OPTIONS = {
             "C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.",
             "Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks "
             "(C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding), "
-            "C(gpu_large_bar), C(pcie_aer)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
+            "C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
             "types that mean passthrough; without it they run with built-in defaults and no source.",
             "Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS "
             "thresholds, kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks "
@@ -116,8 +116,9 @@ OPTIONS = {
             "C(ubuntu 22.04)), C(bios_version) (C(bios_version), which otherwise reports the version and accepts "
             "any), C(vbios) (C(expected_vbios), every GPU), C(firmware) (C(expected_firmware), a mapping of amdgpu "
             "C(fw_version) file names such as C(mec) or C(sos) to versions, every GPU), each a string (an "
-            "C(fnmatch) pattern such as C(6.4.*)) or a list of accepted strings; C(min_online_memory_gib) "
-            "(C(expected_online_memory)), the online system memory the node must have.",
+            "C(fnmatch) pattern such as C(6.4.*)) or a list of accepted strings; C(min_online_memory_gib), the "
+            "online system memory in GiB the node must have, which replaces the generation's minimum of check "
+            "C(online_memory) (AMD's acceptance figure).",
         ],
         "cli": {"help": "pinned versions and sizes, a JSON or YAML file of platform_checks_expected's keys"},
     },
@@ -821,6 +822,63 @@ def _check_governor(facts, host, options):
                    "role topotune.instinct.cpu_governor (cpu_governor_governor: %s)" % want, source)
 
 
+def _gib(value):
+    return ("%.1f" % value).rstrip("0").rstrip(".")
+
+
+def _check_online_memory(facts, gen, host, options):
+    """Online system memory (memory blocks x block_size_bytes, what lsmem sums) against the generation's minimum of
+    its card (``host.online_memory.generations``), or ``platform_checks_expected.min_online_memory_gib``, which
+    replaces it: one owner of the minimum, one check (CVS ``test_check_online_memory``)."""
+    spec = host.get("online_memory") or {}
+    cvs = "test_check_online_memory"
+    name = (gen or {}).get("name")
+    pinned = (options.get("expected") or {}).get("min_online_memory_gib")
+    entry = ((spec.get("generations") or {}).get(name) or {}) if name else {}
+    sources = ["%s %s (%s)" % (item.get("document", ""), item.get("section", ""), str(item.get("commit", ""))[:7])
+               for item in entry.get("sources") or []]
+    if pinned:
+        levels = [(float(pinned), "fail", "platform_checks_expected.min_online_memory_gib")]
+        source = "platform_checks_expected.min_online_memory_gib; " + spec.get("source", "")
+    else:
+        levels = [(float(entry[key]), spec.get(level, default), "%s's %s" % (name, key))
+                  for key, level, default in (("min_gib", "below_min", "fail"),
+                                              ("recommended_gib", "below_recommended", "warn"))
+                  if entry.get(key)]
+        source = "; ".join(sources + [spec.get("source", "")])
+    expected = "; ".join(">= %s GiB online (%s below: %s)" % (_gib(gib), level, what) for gib, level, what in levels)
+    have = (facts.get("expected") or {}).get("online_memory_bytes")
+    offline = (facts.get("expected") or {}).get("offline_memory_bytes") or 0
+    if not levels:
+        why = entry.get("unknown") or ("no minimum for %s" % name if name else "GPU generation unknown")
+        expected = "a minimum: %s" % why
+    if have is None:
+        return _result("online_memory", "unknown", "no online memory blocks under sys/devices/system/memory "
+                       "(block_size_bytes, memory*/online or state)", expected,
+                       "run on the node itself, or read 'lsmem' there (a kernel without memory hotplug sysfs has no "
+                       "memory blocks)", source, cvs)
+    gib = have / float(1 << 30)
+    observed = "%s GiB online" % _gib(gib)
+    if offline:
+        observed += ", %s GiB in offline blocks" % _gib(offline / float(1 << 30))
+    if not levels:
+        return _result("online_memory", "unknown", observed, expected,
+                       "set platform_checks_expected.min_online_memory_gib (or platform_checks_generation)", source,
+                       cvs)
+    status, below = "pass", None
+    for minimum, level, what in levels:
+        if gib < minimum and _RANK[level] > _RANK[status]:
+            status, below = level, (minimum, what)
+    if status == "pass":
+        return _result("online_memory", "pass", observed, expected, source=source, cvs=cvs)
+    fix = ("below %s GiB (%s): " % (_gib(below[0]), below[1]) +
+           ("bring the offline blocks online (lsmem -o RANGE,STATE; chmem -e, or echo online > "
+            "/sys/devices/system/memory/memoryN/state) and find why they went offline; " if offline else "") +
+           "check DIMM population and failed DIMMs or channels in the BIOS/BMC (the installed memory against the "
+           "platform's configuration)")
+    return _result("online_memory", status, observed, expected, fix, source, cvs)
+
+
 def _check_bios_version(facts):
     """The BIOS version reported when no version is pinned (platform_checks_expected.bios_version checks it)."""
     value = facts["bios_version"]
@@ -891,6 +949,7 @@ def run_checks(facts, knowledge, options=None):
         _check_thp(facts, host, options),
         _check_cstate(facts, host),
         _check_governor(facts, host, options),
+        _check_online_memory(facts, gen, host, options),
     ])
     # pinned versions and sizes (platform_checks_expected): a uniformly wrong fleet fails
     expected = check_expected(options.get("expected"))

@@ -23,7 +23,7 @@ GENERATION_FIELDS = ("name", "aliases", "devices", "devices_source", "gfx", "gfx
                      "bios_attest", "source", "bios_source")
 PARTITION_FIELDS = ("xcds", "driver", "validated", "matrix_row")
 CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles",
-                 "xgmi")
+                 "xgmi", "online_memory")
 XGMI_LAYOUTS = ("full_mesh", "pairs", "hive_full_mesh")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 _DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
@@ -113,6 +113,14 @@ def problems(data):
     if not xgmi.get("source") or not isinstance(xgmi.get("wafl"), dict) or xgmi["wafl"].get("level") not in (
             "warn", "fail"):
         out.append("gpu_health xgmi: no source, or no wafl maxima with a level (warn or fail)")
+    memory = data["gpu_generations"]["host"]["online_memory"]
+    entries[("gpu_generations", "host.online_memory.generations")] = list(memory["generations"])
+    for name, entry in memory["generations"].items():
+        why = _why(entry)
+        if why == "" or (why is None and not (entry.get("min_gib") or entry.get("recommended_gib"))):
+            out.append("gpu_generations online_memory %s: neither min_gib, recommended_gib nor unknown: why" % name)
+        if why is None and not entry.get("sources"):
+            out.append("gpu_generations online_memory %s: no source" % name)
     fabrics = [(name, f) for f in data["advice"]["fabrics"] for name in f.get("generations") or []]
     entries[("advice", "fabrics")] = [name for name, _f in fabrics]
     for fabric in data["advice"]["fabrics"]:
@@ -235,11 +243,12 @@ def test_a_new_generation_is_one_card_its_missing_sections_are_named(data, tmp_p
         "gpu_health partitions.generations: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health retired_pages.reserved_vram_bytes: no entry for MI400X (give it one, or unknown: why)",
         "gpu_health xgmi.generations: no entry for MI400X (give it one, or unknown: why)",
+        "gpu_generations host.online_memory.generations: no entry for MI400X (give it one, or unknown: why)",
         "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
     ]
     assert card_problems(kn.cards(str(directory)), views) == [
-        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, xgmi (give each "
-        "its entry, or unknown: why / not_applicable: why)"]
+        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, xgmi, online_memory "
+        "(give each its entry, or unknown: why / not_applicable: why)"]
 
     # the same card with every section, explicit where nothing is known: no problem anywhere
     (directory / "generations" / "mi400x.yml").write_text(identity_only + """
@@ -250,6 +259,7 @@ fabric: mi300a_unstated
 pcie_required: [ten_bit_tags, ari]
 bios_attest_roles: [bare_metal, virtualization_host]
 xgmi: {unknown: no baseboard documentation read yet, source: none yet}
+online_memory: {unknown: no acceptance page yet}
 """)
     views = {name: load_knowledge(name, str(directory)) for name in names(str(directory))}
     assert problems(views) == [] and card_problems(kn.cards(str(directory)), views) == []
@@ -298,6 +308,12 @@ BREAKS = [
      "env_vars variables.HSA_OVERRIDE_GFX_VERSION.applies_to: gfx target gfx1100 is neither a generation's gfx nor in "
      "env_vars native_gfx"),
     (lambda d: _entry(d["gpu_generations"]["generations"], "MI250X").pop("source"), "gpu_generations MI250X: no source"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"]["MI308X"].pop("recommended_gib"),
+     "gpu_generations online_memory MI308X: neither min_gib, recommended_gib nor unknown: why"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"]["MI210"].pop("sources"),
+     "gpu_generations online_memory MI210: no source"),
+    (lambda d: d["gpu_generations"]["host"]["online_memory"]["generations"].pop("MI325X"),
+     "gpu_generations host.online_memory.generations: no entry for MI325X (give it one, or unknown: why)"),
 ]
 
 

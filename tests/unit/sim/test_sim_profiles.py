@@ -218,7 +218,18 @@ CHECKS = {
         and _read(t.root, f"{PCI}/{b}/ras/gpu_vram_bad_pages")} == v,
     "firmware_differs_bdfs": lambda t, v: _firmware_outliers(t) == v,
     "vbios_versions": lambda t, v: _counts(t.pci[b]["vbios_version"] for b in t.pci if "vbios_version" in t.pci[b]) == v,
+    # amdgpu's pcie_replay_count of every physical GPU: the non-zero ones
+    "pcie_replay_counts": lambda t, v: {b: int(t.pci[b]["pcie_replay_count"]) for b in t.pci
+                                        if int(t.pci[b].get("pcie_replay_count", "0")) != 0} == v,
+    # memory blocks online x block_size_bytes (hex), in GiB, as lsmem sums them
+    "online_memory_gib": lambda t, v: _online_gib(t.root) == v,
 }
+
+
+def _online_gib(root):
+    blocks = [n for n in _listing(root, "sys/devices/system/memory") if re.match(r"^memory\d+$", n)]
+    online = [n for n in blocks if _read(root, f"sys/devices/system/memory/{n}/online") == "1"]
+    return len(online) * int(_read(root, "sys/devices/system/memory/block_size_bytes"), 16) / float(1 << 30)
 
 
 def _mask(text):

@@ -20,7 +20,9 @@ FAULTS = {
     "fault-acs-enabled": ("pci_acs", "fail", "0000:37:00.0 ACSCtl SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+"),
     "fault-nic-far-numa": ("rdma_gpu_nic_affinity", "warn", "GPU 0000:0c:00.0 (NUMA 0) has no NIC of its own"),
     "fault-aer-fatal": ("pcie_aer", "fail", "0000:af:00.0 fatal 1 (SDES)"),
+    "fault-pcie-replays": ("pcie_replay", "fail", "0000:5c:00.0 12000 replay(s)"),
 }
+KNOWLEDGE_KEY = {"pci_acs": "acs", "rdma_gpu_nic_affinity": "rdma_affinity", "pcie_aer": "aer", "pcie_replay": "replay"}
 
 # Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, the aer_dev_correctable sample output
 KERNEL_DOC_SAMPLE = """Receiver Error 2
@@ -51,7 +53,7 @@ def facts_of(sim_tree):
 
 
 def test_knowledge_is_sourced():
-    for key in ("acs", "rdma_affinity", "aspm", "ten_bit_tags", "ari", "large_bar", "aer"):
+    for key in ("acs", "rdma_affinity", "aspm", "ten_bit_tags", "ari", "large_bar", "aer", "replay"):
         assert KNOWLEDGE[key]["source"].strip(), key
     assert KNOWLEDGE["aer"]["fatal_max"] == 0 and KNOWLEDGE["aer"]["nonfatal_max"] == 0
 
@@ -70,8 +72,7 @@ def test_each_fault_fails_its_check_only(profile, facts_of):
     results = _by_id(ph.run_checks(facts_of(profile), KNOWLEDGE))
     assert results[check_id]["status"] == status
     assert text in results[check_id]["observed"]
-    assert results[check_id]["remediation"] and results[check_id]["source"] == KNOWLEDGE[
-        {"pci_acs": "acs", "rdma_gpu_nic_affinity": "rdma_affinity", "pcie_aer": "aer"}[check_id]]["source"]
+    assert results[check_id]["remediation"] and results[check_id]["source"] == KNOWLEDGE[KNOWLEDGE_KEY[check_id]]["source"]
     others = {i: r["status"] for i, r in results.items() if i != check_id}
     assert set(others.values()) == {"pass"}, others
 
@@ -278,6 +279,84 @@ def test_correctable_threshold_is_data(correctable, status, facts_of):
     facts = copy.deepcopy(facts_of(GOOD))
     facts["nics"][0]["aer"]["correctable"] = ph.parse_aer("RxErr %d\nTOTAL_ERR_COR %d\n" % (correctable, correctable))
     assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_aer"]["status"] == status
+
+
+# ------------------------------------------------------------------------------------ pcie_replay
+def _replays(facts, counts):
+    """``facts`` with amdgpu's pcie_replay_count of the physical GPUs set in order (None: the file is absent)."""
+    facts = copy.deepcopy(facts)
+    for gpu, count in zip(ph._physical(facts["gpus"]), counts):
+        gpu["replay_count"] = count
+    return facts
+
+
+def test_the_replay_counter_is_read_from_the_gpus_device_directory(facts_of):
+    assert [g["replay_count"] for g in facts_of(GOOD)["gpus"]] == [0] * 8
+    assert [g["replay_count"] for g in facts_of("fault-pcie-replays")["gpus"]] == [0, 0, 0, 12000, 0, 0, 0, 0]
+    assert all("replay_count" not in n for n in facts_of(GOOD)["nics"])  # amdgpu's file: GPUs only
+
+
+@pytest.mark.parametrize("count,status", [(0, "pass"), (100, "pass"), (101, "warn"), (10000, "warn"), (10001, "fail")])
+def test_replay_levels_are_the_knowledge_files(count, status, facts_of):
+    result = _by_id(ph.run_checks(_replays(facts_of(GOOD), [0, count]), KNOWLEDGE))["pcie_replay"]
+    assert result["status"] == status
+    assert result["expected"] == "pcie_replay_count <= 100 per GPU (warn above 100, fail above 10000)"
+    if status != "pass":
+        assert result["observed"] == "0000:22:00.0 %d replay(s)" % count and "marginal link" in result["remediation"]
+
+
+def test_replay_levels_follow_edited_knowledge(facts_of):
+    """The levels come from knowledge/pcie_health.yml replay: other values there, other verdicts."""
+    knowledge = copy.deepcopy(KNOWLEDGE)
+    knowledge["replay"].update(warn_above=5, fail_above=50, fail_level="warn")
+    facts = _replays(facts_of(GOOD), [6])
+    assert _by_id(ph.run_checks(facts, knowledge))["pcie_replay"]["status"] == "warn"
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_replay"]["status"] == "pass"
+    over = _replays(facts_of(GOOD), [51])
+    assert _by_id(ph.run_checks(over, knowledge))["pcie_replay"]["status"] == "warn"  # fail_level is data too
+    assert _by_id(ph.run_checks(over, dict(knowledge, replay=dict(knowledge["replay"], fail_level="fail")))
+                  )["pcie_replay"]["status"] == "fail"
+
+
+def test_replay_without_the_file_is_unknown_with_the_reason(facts_of):
+    result = _by_id(ph.run_checks(_replays(facts_of(GOOD), [None] * 8), KNOWLEDGE))["pcie_replay"]
+    assert result["status"] == "unknown"
+    assert result["observed"].startswith("no pcie_replay_count on any GPU (amdgpu not loaded, an SR-IOV VF")
+    some = _by_id(ph.run_checks(_replays(facts_of(GOOD), [None, 0]), KNOWLEDGE))["pcie_replay"]
+    assert (some["status"], some["observed"]) == ("unknown", "no pcie_replay_count on 0000:0c:00.0")
+    # a GPU over the levels still fails when another's file is missing, and both are named
+    both = _by_id(ph.run_checks(_replays(facts_of(GOOD), [None, 20000]), KNOWLEDGE))["pcie_replay"]
+    assert (both["status"], both["observed"]) == ("fail", "0000:22:00.0 20000 replay(s); no pcie_replay_count on "
+                                                          "0000:0c:00.0")
+
+
+# ------------------------------------------------------------------------------- pcie_aer firmware-first
+def test_gather_sees_the_hest_table(tmp_path):
+    assert ph.gather(str(tmp_path))["hest"] is False
+    hest = tmp_path / ph.HEST_TABLE
+    hest.parent.mkdir(parents=True)
+    hest.write_bytes(b"HEST")
+    assert ph.gather(str(tmp_path))["hest"] is True
+
+
+def test_aer_says_when_firmware_first_can_hide_errors(facts_of):
+    facts = dict(facts_of(GOOD), hest=True)
+    result = _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_aer"]
+    note = " ".join(KNOWLEDGE["aer"]["firmware_first_note"].split())
+    assert result["status"] == "pass" and result["id"] == "pcie_aer"
+    assert result["observed"] == "16 device(s) within the limits; %s: read the BMC's PCIe error log too" % note
+    assert KNOWLEDGE["aer"]["firmware_first_source"] in result["source"]
+    plain = _by_id(ph.run_checks(facts_of(GOOD), KNOWLEDGE))["pcie_aer"]
+    assert plain["observed"] == "16 device(s) within the limits" and "HEST" not in plain["source"]
+    # no counters at all: the unknown says it too
+    bare = copy.deepcopy(facts)
+    for dev in bare["gpus"] + bare["nics"]:
+        dev["aer"] = {kind: None for kind in ph.AER_KINDS}
+    result = _by_id(ph.run_checks(bare, KNOWLEDGE))["pcie_aer"]
+    assert result["status"] == "unknown" and result["observed"].endswith(note)
+    # an error the counters did see is still judged
+    facts["gpus"][0]["aer"]["fatal"] = ph.parse_aer("SDES 1\nTOTAL_ERR_FATAL 1\n")
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_aer"]["status"] == "fail"
 
 
 def test_platform_checks_include_the_pcie_block(sim_tree):

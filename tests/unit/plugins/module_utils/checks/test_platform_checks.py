@@ -43,6 +43,9 @@ def tuned_facts(gen, **over):
         if gen["iommu_bios"] == "enabled" else {},
         "cpuidle": {"C1": {"enabled": list(range(128)), "disabled": []},
                     "C2": {"enabled": [], "disabled": list(range(128))}},
+        # online memory at the generation's minimum of AMD's acceptance guide (check online_memory)
+        "expected": {"online_memory_bytes": max(v or 0 for k, v in KNOWLEDGE["host"]["online_memory"]["generations"][
+            gen["name"]].items() if k.endswith("_gib")) << 30, "offline_memory_bytes": 0},
     }
     facts.update(over)
     return facts
