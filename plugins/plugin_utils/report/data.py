@@ -27,7 +27,8 @@ with the jinja2 templates in ``templates/`` (autoescaped: every value below is p
     GPU pairs per link class, with whether the diagram draws them.
 ``consistency_view(data)``
     The cluster-consistency table: per firmware/software item (VBIOS, ``fw_version`` files, partition modes, ROCm,
-    kernel, BIOS) the majority value and the odd nodes out, from each node's ``checks/<host>.json`` ``inventory``
+    kernel, BIOS, each RDMA rail) the majority value and the odd nodes out, the nodes ``rail_consistency`` does
+    not pass, from each node's ``checks/<host>.json`` ``inventory``
     (``plugin_utils/fleet/consistency.py``); None when no node has one.
 ``report_view(data, title=None)``
     Everything the page shows, as plain data for the template. Deterministic (no wall-clock time).
@@ -749,6 +750,9 @@ def consistency_view(data):
             "no_majority": report["summary"]["no_majority"],
             "classes": [(klass, ", ".join(hosts)) for klass, hosts in sorted(report["classes"].items())],
             "odd_nodes": [(host, ", ".join(items)) for host, items in sorted(report["odd_nodes"].items())],
+            # the cluster-wide check rail_consistency of each node that does not pass
+            "rails": [(host, result["status"], result["observed"])
+                      for host, result in sorted(report["rail_consistency"].items()) if result["status"] != "pass"],
             "table": _table(("hardware class", "item", "status", "majority value", "nodes",
                              "nodes that differ (value: nodes)", "unknown on"), rows, numeric=(4,))}
 

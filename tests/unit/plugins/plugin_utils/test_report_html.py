@@ -448,3 +448,19 @@ def test_cluster_consistency_table_names_the_odd_node(tmp_path):
 
 def test_no_consistency_section_without_inventories(report_dir):
     assert 'class="consistency"' not in render_report(load_report_dir(report_dir))
+
+
+def test_cluster_consistency_names_the_node_whose_rails_are_swapped(tmp_path):
+    base = str(tmp_path / "out")
+    rails = [{"rail": i, "gpu": "0000:%02x:00.0" % i, "nic": "mlx5_%d" % i, "netdev": "eth%d" % i,
+              "rate": "400 Gb/sec (4X NDR)", "firmware": "28.39.1002", "subnet": "10.%d.0.0/24" % i} for i in range(2)]
+    swapped = [dict(rails[1], rail=0), dict(rails[0], rail=1)]
+    for host, node_rails in (("n1", rails), ("n2", rails), ("n3", swapped)):
+        _write(os.path.join(base, "checks", host + ".json"),
+               dict(CHECKS, host=host, inventory=dict(_inventory("113-M3000100-102"), rails=node_rails)))
+    section = render_report(load_report_dir(base)).split('<section class="consistency"')[1].split("</section>")[0]
+    assert "Odd node out: n3 (rail:0, rail:1)" in section
+    assert ('<p class="rail-check">rail_consistency <span class="badge s-fail">fail</span> n3: rail 0 (GPU 0&#39;s '
+            'NIC): mlx5_1 eth1 400 Gb/sec (4X NDR) fw 28.39.1002 10.1.0.0/24, 2 other node(s): mlx5_0 eth0') in section
+    assert section.count('class="rail-check"') == 1  # the nodes that pass are not listed
+    assert '<td>rail 1 (GPU 1&#39;s NIC)</td><td class="st-fail">differs</td>' in section
