@@ -52,3 +52,21 @@ def sim_model(sim_tree):
             cache[name] = load_capture(sysroot=sim_tree(name))
         return cache[name]
     return get
+
+
+@pytest.fixture
+def sim_pci_tree(sim_tree, tmp_path):
+    """``sim_pci_tree(profile)``: a writable copy, under tmp_path, of the PCI part of the profile's sysroot (built by
+    sim/sysroot.py): ``sys/bus/pci``, ``sys/devices/pci*`` and ``sys/class/infiniband``, the links between them kept
+    (relative, as the kernel's). What a test that writes config space (the ACS fix) may change; returns its root."""
+    import shutil
+
+    def copy(name):
+        source, dest = sim_tree(name), tmp_path / ("pci-" + name)
+        for rel in ["sys/bus/pci", "sys/class/infiniband"] + [
+                os.path.join("sys/devices", d) for d in os.listdir(os.path.join(source, "sys/devices"))
+                if d.startswith("pci")]:
+            if os.path.isdir(os.path.join(source, rel)):
+                shutil.copytree(os.path.join(source, rel), str(dest / rel), symlinks=True)
+        return str(dest)
+    return copy

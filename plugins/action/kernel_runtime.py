@@ -23,7 +23,7 @@ class ActionModule(ActionBase):
             if isinstance(args.get("tuning"), dict):
                 # the module's defaults for what the task leaves out; booleans as the module will read them
                 tuning = dict(defaults(OPTIONS["tuning"]["options"]), **args["tuning"])
-                for key in ("numa_balancing_disable", "c2_disable"):
+                for key in ("numa_balancing_disable", "c2_disable", "acs_disable", "virtualization_host"):
                     tuning[key] = boolean(tuning[key], strict=False)
                 check_tuning(tuning, sysroot)
             if isinstance(args.get("reboot"), dict):

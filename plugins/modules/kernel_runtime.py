@@ -26,6 +26,12 @@ description:
     (O(tuning.c2_disable)) and the pending-reboot record C(/etc/topotune/reboot-pending.json) (while the bootloader
     holds a parameter the running kernel lacks) are written all or nothing; with RV(bootloader=grubby) every boot
     entry lacking a parameter is updated with C(grubby --update-kernel=ALL). Never reboots.
+  - With O(tuning.acs_disable), the ACS program (O(tuning.acs_script)), its bridge list
+    C(/etc/topotune/acs-bridges.conf) (the bridges check C(pci_acs) reads, with the ACS capability) and the boot-time
+    unit C(topotune-acs.service) with its C(sysinit.target.wants) link are written with the other files, then, last,
+    the program is run on the bridges whose ACS Control is not 0 and they are read again (RV(acs)). It is refused,
+    before anything is written, on a virtualization host (O(tuning.virtualization_host), or a GPU with SR-IOV virtual
+    functions or bound to C(vfio-pci)); without it the program, list, unit and link are removed when present.
   - With O(reboot) it is the read and the check of C(playbooks/reboot.yml) (O(reboot.step)).
   - Run as a task, the role's variables (O(tuning), O(reboot), O(sysroot)) are checked on the controller first, by the
     action of the same name with the module's own checks, so a wrong one is named before anything reaches the node.
@@ -107,6 +113,31 @@ options:
         description: Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required with
           O(tuning.c2_disable).
         type: str
+      acs_disable:
+        description:
+          - >-
+            Clear PCIe ACS Control now and at every boot on the bridges above the GPUs and RDMA NICs that have the ACS
+            capability: the bridges check C(pci_acs) reads (AMD: disable ACS for multi-node RCCL and peer-to-peer;
+            C(roles/kernel_tuning/README.md)). The boot-time unit C(topotune-acs.service) runs before udev's coldplug
+            and C(systemd-modules-load), so before amdgpu loads; the role runs its program at once too, so no reboot is
+            needed.
+          - >-
+            Refused, changing nothing, on a virtualization host, which keeps ACS on to isolate what it hands to VMs:
+            C(platform_checks_virtualization_host: true), or a GPU with SR-IOV virtual functions (C(sriov_numvfs) > 0)
+            or bound to C(vfio-pci).
+          - C(false) removes the unit, its program and its list when they exist (the firmware or the kernel sets ACS
+            again at the next boot).
+        type: bool
+        default: false
+      acs_script:
+        description: Content of the ACS program (the role's C(files/topotune-acs)); required with O(tuning.acs_disable).
+        type: str
+      virtualization_host:
+        description: >-
+          The node is a virtualization host: role C(kernel_tuning) passes C(platform_checks_virtualization_host), the
+          variable of role C(platform_checks) that says so for every role; O(tuning.acs_disable) is then refused.
+        type: bool
+        default: false
   reboot:
     description:
       - The reboot variables of role C(topotune.instinct.kernel_tuning) (C(kernel_tuning_reboot_<name>)), checked first.
@@ -196,6 +227,13 @@ EXAMPLES = r"""
       cmdline: [{name: iommu, value: pt}, {name: pci, value: realloc=off}]
       c2_disable: true
       cstate_script: "{{ lookup('ansible.builtin.file', 'topotune-cstate') }}"
+
+- name: Clear ACS on the bridges above the GPUs and RDMA NICs, now and at every boot
+  topotune.instinct.kernel_runtime:
+    tuning:
+      acs_disable: true
+      acs_script: "{{ lookup('ansible.builtin.file', 'topotune-acs', rstrip=false) }}"
+      virtualization_host: "{{ platform_checks_virtualization_host | default(false) }}"
 """
 
 RETURN = r"""
@@ -253,7 +291,7 @@ changed_files:
   elements: str
   sample: [/etc/default/grub.d/90-topotune.cfg]
 changed_links:
-  description: With O(tuning), the C-state unit's enable link when it changed.
+  description: With O(tuning), the enable links of the C-state and ACS units that changed.
   returned: with O(tuning)
   type: list
   elements: str
@@ -265,7 +303,7 @@ removed_files:
   elements: str
   sample: [/etc/topotune/reboot-pending.json]
 unit_changed:
-  description: With O(tuning), the C-state unit or its link changed; systemd was reloaded in the same call (not in check mode).
+  description: With O(tuning), a unit (C-state, ACS) or its link changed; systemd was reloaded in the same call (not in check mode).
   returned: with O(tuning)
   type: bool
   sample: false
@@ -279,6 +317,14 @@ plan:
   returned: with O(tuning)
   type: dict
   sample: {sysctl: {present: [], absent: []}, cmdline: {present: [], absent: []}, grubby: {add: [], remove: []}}
+acs:
+  description:
+    - With O(tuning), C(bridges) (the bridges in the ACS list, with O(tuning.acs_disable)), C(cleared) (those whose
+      ACS Control was set and is cleared now, or would be in check mode) and C(list) (the list's path, null without
+      O(tuning.acs_disable)).
+  returned: with O(tuning)
+  type: dict
+  sample: {bridges: ["0000:35:01.1", "0000:36:00.0", "0000:37:00.0"], cleared: ["0000:37:00.0"], list: /etc/topotune/acs-bridges.conf}
 reboot:
   description:
     - With O(reboot), C(pending) (what a reboot would bring), C(rebootable) (false for a node under a sysroot without
@@ -289,6 +335,7 @@ reboot:
 """
 
 import os
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -379,22 +426,26 @@ class KernelRuntime:
             self.params["sysctl"], self.params["cpuidle"] = inputs["runtime_sysctl"], inputs["runtime_cpuidle"]
             self.params["bootloader"] = self.params["bootloader"] or "auto"
         sysroot = self.params["sysroot"]
-        # read everything first: a boot-state failure leaves the runtime values untouched
+        # read everything first: a boot-state failure, a refused ACS fix or an unreadable PCI tree leaves the runtime
+        # values untouched
         boot = self.boot_state()
         writes, before, after, sysctl, warnings = plan_sysctl(sysroot, self.params["sysctl"])
         idle_writes, idle_before, idle_after, cpuidle, idle_warnings = plan_cpuidle(sysroot, self.params["cpuidle"])
         writes.extend(idle_writes)
-        for warning in warnings + idle_warnings:
+        # the unit runs the ACS program with the interpreter this module runs on (the node's python3)
+        acs = dict(plan.read_acs(sysroot), python=sys.executable) if inputs is not None and inputs["acs_disable"] else None
+        decided = plan.plan_tuning(inputs, boot, acs) if inputs is not None else None
+        for warning in warnings + idle_warnings + (decided["warnings"] if decided else []):
             self.module.warn(warning)
-        decided = plan.plan_tuning(inputs, boot) if inputs is not None else None
         if writes and not self.module.check_mode:
             apply_writes(writes)
+        acs_diff = decided["acs"] if decided else {"before": "", "after": "", "clear": []}
         result = {
-            "changed": bool(writes),
+            "changed": bool(writes) or bool(acs_diff["clear"]),
             "changed_paths": len(writes),
             "sysctl": sysctl,
             "cpuidle": cpuidle,
-            "diff": {"before": before + idle_before, "after": after + idle_after},
+            "diff": {"before": before + idle_before + acs_diff["before"], "after": after + idle_after + acs_diff["after"]},
             **boot,
         }
         if decided is not None:
@@ -423,6 +474,11 @@ class KernelRuntime:
                                  "or run your bootloader's config generator before rebooting." % decided["grub_dropin"])
             elif not check:
                 self._run([boot["update_grub"]])
+        # last: the files and the boot configuration are complete whatever happens here, and a failed clear is
+        # planned again by the next run (it follows the registers, not a record)
+        acs = decided["acs"]
+        if acs["clear"] and not check:
+            self._clear_acs(acs, inputs["sysroot"])
         return {
             "persist_changed": changed,
             "diff": diffs,
@@ -434,12 +490,23 @@ class KernelRuntime:
             "unit_changed": files["unit_changed"],
             "managed": decided["managed"],
             "plan": {"sysctl": inputs["sysctl"], "cmdline": inputs["cmdline"], "grubby": decided["grubby"]},
+            "acs": {"bridges": acs["bridges"], "cleared": acs["clear"], "list": plan.ACS_LIST if inputs["acs_disable"] else None},
         }
 
     def _run(self, argv):
         rc, out, err = self.module.run_command(argv)
         if rc != 0:
             raise KernelRuntimeError("%s failed (rc=%d): %s" % (" ".join(argv), rc, (err or out).strip()))
+
+    def _clear_acs(self, acs, sysroot):
+        """The ACS program the boot-time unit runs, run now on the list just written; then the bridges read again
+        the way check pci_acs reads them."""
+        self._run(acs["argv"])
+        still = plan.acs_still_set(sysroot, acs["bridges"])
+        if still:
+            raise KernelRuntimeError("kernel_tuning_acs_disable: %s ran, but ACS Control still reads non-zero on %s: the "
+                                     "bridges do not keep the write; set BIOS ACS = Disabled instead"
+                                     % (plan.ACS_SCRIPT, ", ".join(still)))
 
     def reboot(self):
         """playbooks/reboot.yml: the pending-reboot record against the running command line."""

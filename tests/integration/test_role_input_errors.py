@@ -33,6 +33,9 @@ CASES = [
      "absolute path"),
     ("kernel_tuning", {"kernel_tuning_sysctl": [{"name": "vm.swappiness", "value": "1 0"}]}, "kernel_tuning_sysctl",
      "no spaces"),
+    # not a malformed value but a refusal: ACS off on a virtualization host
+    ("kernel_tuning", {"kernel_tuning_acs_disable": True, "platform_checks_virtualization_host": True},
+     "platform_checks_virtualization_host", "Set kernel_tuning_acs_disable: false"),
     ("platform_checks", {"platform_checks_report_dir": "reports"}, "platform_checks_report_dir", "absolute controller path"),
     ("drift_exporter", {"drift_exporter_interval_seconds": 5}, "drift_exporter_interval_seconds", "at least 10"),
 ]

@@ -3,10 +3,22 @@ state, and the JSON check reports on the controller hold the right fail/warn res
 
 import json
 import os
+import sys
 
 import pytest
 
 EPHEMERAL = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# the checkout as topotune.instinct (scripts/setup-controller): the ACS registers are decoded by the checks' own code
+sys.path.insert(0, os.path.join(REPO, ".cache", "collections"))
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.pci_config import ConfigSpace  # noqa: E402
+
+# kernel_tuning_acs_disable (tt-host-acs, profile fault-acs-enabled: ACS Control 0x001d on switch port 0000:37:00.0)
+ACS_UNIT = "/etc/systemd/system/topotune-acs.service"
+ACS_LINK = "/etc/systemd/system/sysinit.target.wants/topotune-acs.service"
+ACS_PROGRAM = "/usr/local/sbin/topotune-acs"
+ACS_LIST = "/etc/topotune/acs-bridges.conf"
+PCI_DEVICES = "/sim/sys/bus/pci/devices"
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +106,67 @@ def test_tuned_settings_pass(report, profile):
     assert "reboot" in by_id["iommu_pt"]["remediation"]
 
 
+@pytest.fixture(scope="module")
+def acs_fix(host):
+    return bool(host.ansible.get_variables().get("kernel_tuning_acs_disable"))
+
+
+def _acs_control(host, bdf):
+    return ConfigSpace(host.file("%s/%s/config" % (PCI_DEVICES, bdf)).content).acs_control
+
+
+def _acs_bridges(host):
+    return [line for line in host.file(ACS_LIST).content_string.splitlines() if line and not line.startswith("#")]
+
+
+def test_the_acs_fix_is_on_the_nodes_that_ask_for_it_only(host, acs_fix):
+    for path in (ACS_UNIT, ACS_LINK, ACS_PROGRAM, ACS_LIST):
+        assert host.file(path).exists == acs_fix, path
+
+
+def test_acs_unit_installed_enabled_and_every_listed_bridge_clear(host, acs_fix, report):
+    if not acs_fix:
+        pytest.skip("kernel_tuning_acs_disable is not set on this node")
+    for path, mode in ((ACS_UNIT, 0o644), (ACS_PROGRAM, 0o755), (ACS_LIST, 0o644)):
+        managed = host.file(path)
+        assert (managed.user, managed.group, managed.mode) == ("root", "root", mode), path
+    assert "ExecStart=/usr/bin/python3 %s %s %s" % (ACS_PROGRAM, PCI_DEVICES, ACS_LIST) in host.file(ACS_UNIT).content_string
+    assert host.file(ACS_LINK).is_symlink and host.file(ACS_LINK).linked_to == ACS_UNIT
+    assert host.service("topotune-acs.service").is_enabled
+    # the bridges check pci_acs reads (above 8 GPUs and 8 NICs), the fault's switch port among them, all clear now
+    bridges = _acs_bridges(host)
+    assert len(bridges) == 32 and "0000:37:00.0" in bridges
+    assert {bdf: _acs_control(host, bdf) for bdf in bridges} == {bdf: 0 for bdf in bridges}
+    assert report["by_id"]["pci_acs"]["status"] == "pass", report["by_id"]["pci_acs"]
+
+
+def test_acs_unit_clears_what_the_next_boot_sets_again(host, acs_fix):
+    """The unit as systemd runs it at boot: the firmware or the kernel set ACS again (0x001d, Linux's
+    pci_std_enable_acs), the unit clears it and logs one line per bridge."""
+    if not acs_fix:
+        pytest.skip("kernel_tuning_acs_disable is not set on this node")
+    bdf = "0000:37:00.0"
+    config = "%s/%s/config" % (PCI_DEVICES, bdf)
+    offset = ConfigSpace(host.file(config).content).ext_capabilities()[0x000D] + 6
+    host.check_output("printf '\\035\\000' | dd of=%s bs=1 seek=%d conv=notrunc status=none" % (config, offset))
+    assert _acs_control(host, bdf) == 0x001D
+    restart = host.run("systemctl restart topotune-acs.service")
+    journal = host.run("journalctl -u topotune-acs.service -o cat --no-pager").stdout
+    assert restart.rc == 0, restart.stderr + journal
+    assert host.check_output("systemctl is-active topotune-acs.service") == "active"
+    assert _acs_control(host, bdf) == 0, journal
+    assert "topotune-acs: %s ACS Control 0x001d -> 0x0000" % bdf in journal.splitlines(), journal
+    assert all(_acs_control(host, b) == 0 for b in _acs_bridges(host))
+
+
 EXPECTED = {
     "mi300x-8gpu-cpx": ("MI300X", {"gpu_pcie_speed_width": "pass", "pci_accelerators": "pass", "numa_nps": "pass"}),
     "mi250x-8gcd": ("MI250X", {"gpu_pcie_speed_width": "pass", "pci_accelerators": "pass", "numa_nps": "pass"}),
     "fault-x8-gen3": ("MI300X", {"gpu_pcie_speed_width": "fail", "pci_accelerators": "pass"}),
     "fault-numa-minus1": ("MI300X", {"gpu_numa_affinity": "warn", "cpu_governor": "unknown", "iommu_state": "fail"}),
     "fault-missing-gpu": ("MI300X", {"pci_accelerators": "fail", "gpu_pcie_speed_width": "pass"}),
+    # the fault fixed by kernel_tuning_acs_disable in the same converge
+    "fault-acs-enabled": ("MI300X", {"pci_acs": "pass", "gpu_pcie_speed_width": "pass", "pci_accelerators": "pass"}),
 }
 
 

@@ -14,6 +14,9 @@ Public API (standard library only, Python 3.8+):
     ``knowledge/pcie_health.yml``,
     ``gen`` the node's generation entry (where AMD requires a setting, its level), ``options`` the platform options
     (``virtualization_host``: ACS is expected on).
+``acs_bridges(facts, want=0)``
+    The bridges above the GPUs and RDMA NICs with their ACS Control, and those not at ``want``: what ``pci_acs`` names,
+    and what role kernel_tuning's ACS fix clears (``kernel_tuning_acs_disable``).
 ``nic_affinity(facts)``
     Which NIC is closest to each GPU, and the ``NCCL_IB_HCA`` suggestion when the topology is clear.
 ``read_rdma_ports(sysroot, name)``
@@ -174,6 +177,41 @@ def _short(items, limit=4):
 
 
 # ----------------------------------------------------------------------------------------------- checks
+def acs_bridges(facts, want=0):
+    """The bridges ``pci_acs`` judges, the one selection of check ``pci_acs`` and of role kernel_tuning's ACS fix
+    (``kernel_tuning_acs_disable``, ``state/kernel_runtime.py``): every bridge above a GPU (one function per physical GPU)
+    or RDMA NIC, sorted, deduplicated. Returns ``{"bridges": [{"bdf", "control", "flags"}], "enabled": [...],
+    "unknown": None}``: ``control`` the ACS Control register (``None`` without the ACS capability), ``flags`` the names
+    of its set bits, ``enabled`` the bridges whose control is not ``want``. When the bridges cannot be told, ``unknown``
+    is ``(kind, why)``, ``kind`` one of ``no_devices``, ``flat`` (no PCI hierarchy), ``unreadable`` (config space)."""
+    found = {"bridges": [], "enabled": [], "unknown": None}
+    devices = _physical(facts["gpus"]) + facts["nics"]
+    if not devices:
+        found["unknown"] = ("no_devices", "no GPU or RDMA NIC")
+        return found
+    if any(d["path"] is None for d in devices):
+        found["unknown"] = ("flat", "sys/bus/pci/devices/<bdf> is not a link into sys/devices: the bridges above the "
+                                    "devices are unknown")
+        return found
+    bridges = sorted({b for d in devices for b in d["path"]})
+    why = _unreadable([(b, facts["bridges"].get(b)) for b in bridges], "the ACS capability")
+    if why:
+        found["unknown"] = ("unreadable", why)
+        return found
+    for bdf in bridges:
+        space = ConfigSpace(facts["bridges"][bdf])
+        ctl = space.acs_control
+        bridge = {"bdf": bdf, "control": ctl, "flags": space.acs_enabled_flags}
+        found["bridges"].append(bridge)
+        if ctl is not None and ctl != want:
+            found["enabled"].append(bridge)
+    return found
+
+
+_ACS_UNKNOWN_FIX = {"no_devices": "nothing to check", "flat": "run on the node itself",
+                    "unreadable": "run the checks with become (root) to read the extended config space"}
+
+
 def check_acs(facts, knowledge, options=None):
     spec = _spec(knowledge, "acs")
     source, cvs = spec.get("source", ""), "test_check_pci_acs"
@@ -185,44 +223,32 @@ def check_acs(facts, knowledge, options=None):
                    "ACS Enabled)"
     else:
         expected = "ACS control 0x%04x (every bit clear) on every bridge above the GPUs and RDMA NICs" % want
-    devices = _physical(facts["gpus"]) + facts["nics"]
-    if not devices:
-        return _result("pci_acs", "unknown", "no GPU or RDMA NIC", expected, "nothing to check", source, cvs)
-    if any(d["path"] is None for d in devices):
-        return _result("pci_acs", "unknown", "sys/bus/pci/devices/<bdf> is not a link into sys/devices: the "
-                       "bridges above the devices are unknown", expected, "run on the node itself", source, cvs)
-    bridges = sorted({b for d in devices for b in d["path"]})
-    why = _unreadable([(b, facts["bridges"].get(b)) for b in bridges], "the ACS capability")
-    if why:
-        return _result("pci_acs", "unknown", why, expected, "run the checks with become (root) to read the "
-                       "extended config space", source, cvs)
-    enabled, off, with_acs = [], [], 0
-    for bdf in bridges:
-        space = ConfigSpace(facts["bridges"][bdf])
-        ctl = space.acs_control
-        if ctl is None:
-            continue
-        with_acs += 1
-        if ctl != want:
-            enabled.append("%s ACSCtl %s (0x%04x)" % (bdf, " ".join(f + "+" for f in space.acs_enabled_flags), ctl))
-        else:
-            off.append(bdf)
+    found = acs_bridges(facts, want)
+    if found["unknown"]:
+        kind, why = found["unknown"]
+        return _result("pci_acs", "unknown", why, expected, _ACS_UNKNOWN_FIX[kind], source, cvs)
+    enabled = ["%s ACSCtl %s (0x%04x)" % (b["bdf"], " ".join(f + "+" for f in b["flags"]), b["control"])
+               for b in found["enabled"]]
+    with_acs = sum(1 for b in found["bridges"] if b["control"] is not None)
+    without = len(found["bridges"]) - with_acs
     if virt:
         if enabled:
             return _result("pci_acs", "pass", "ACS on at %d of %d bridge(s) with the capability: %s" % (
                 len(enabled), with_acs, _short(enabled, 3)), expected, source=source, cvs=cvs)
         return _result("pci_acs", (spec.get("virtualization_host") or {}).get("level", "warn"),
-                       "ACS off on %d bridge(s) (%d without the capability)" % (with_acs, len(bridges) - with_acs),
+                       "ACS off on %d bridge(s) (%d without the capability)" % (with_acs, without),
                        expected, "a virtualization host isolates its VFs behind ACS: set BIOS AMD CBS > NBIO common "
                        "options > ACS = Enabled (AMD's virtualization table), or set platform_checks_virtualization_host"
                        ": false if the node runs bare metal", source, cvs)
     if enabled:
+        fix = (spec.get("fix") or {}).get("role_variable", "kernel_tuning_acs_disable")
         return _result("pci_acs", spec.get("level", "fail"), "; ".join(enabled), expected,
-                       "disable ACS on these bridges: setpci -s <bdf> ECAP_ACS+0x6.w=0000 (not persistent: run it "
-                       "from a boot-time unit), or set BIOS ACS = Disabled (AMD's bare-metal table); a "
-                       "virtualization host keeps ACS on (platform_checks_virtualization_host: true)", source, cvs)
+                       "disable ACS on these bridges, now and at every boot: %s: true (role kernel_tuning: a boot-time "
+                       "unit clearing exactly them), or BIOS ACS = Disabled (AMD's bare-metal table); setpci -s <bdf> "
+                       "ECAP_ACS+0x6.w=0000 lasts until the next boot; a virtualization host keeps ACS on "
+                       "(platform_checks_virtualization_host: true)" % fix, source, cvs)
     return _result("pci_acs", "pass", "ACS off on %d bridge(s) (%d without the capability)"
-                   % (with_acs, len(bridges) - with_acs), expected, source=source, cvs=cvs)
+                   % (with_acs, without), expected, source=source, cvs=cvs)
 
 
 def _closeness(gpu, nic):

@@ -30,11 +30,20 @@ Role ``kernel_tuning``'s plan (the ``kernel_runtime`` module runs it; every mess
 ``check_tuning(tuning, sysroot)``
     Before anything is read: what a type cannot say about the role's variables (``tuning`` holds them without the
     ``kernel_tuning_`` prefix), and the additive lists merged (``kernel_settings.merge``). Returns the inputs of
-    ``plan_tuning``: the sysctl and cmdline merges, the runtime values to set, the C-state switch.
-``plan_tuning(inputs, boot)``
+    ``plan_tuning``: the sysctl and cmdline merges, the runtime values to set, the C-state and ACS switches.
+    ``kernel_tuning_acs_disable`` with ``virtualization_host`` (the role passes ``platform_checks_virtualization_host``)
+    is refused here, on the controller, before anything reaches the node.
+``plan_tuning(inputs, boot, acs=None)``
     With the node's boot state (``{"cmdline", "bootloader", "grubby_args"}``): the files (sysctl drop-in, GRUB
-    drop-in, C-state script and unit, the pending-reboot record, each present or absent), the enable link, what the
-    running command line lacks (``pending``), the grubby changes, and the ``kernel_tuning_managed`` record.
+    drop-in, C-state script and unit, ACS program, list and unit, the pending-reboot record, each present or absent),
+    the enable links, what the running command line lacks (``pending``), the grubby changes, the ACS bridges to clear
+    now and the command that clears them (``acs``), and the ``kernel_tuning_managed`` record.
+``read_acs(sysroot)`` / ``virtualization_signs(sysroot)`` / ``acs_refusal(reasons, cause)``
+    Read only, for ``kernel_tuning_acs_disable``: the bridges check pci_acs judges (``pcie_health.acs_bridges``, one
+    selection for both) with their ACS Control, and the signs that the node hands a GPU to VMs (SR-IOV virtual
+    functions, a VFIO-bound GPU), each a reason the fix is refused (``acs_refusal``: the message naming the variable).
+``acs_still_set(sysroot, bridges)``
+    The listed bridges whose ACS Control is still not 0, read the way pci_acs reads it.
 ``check_reboot(reboot, sysroot)``
     What a type cannot say about the reboot variables of ``playbooks/reboot.yml`` (``kernel_tuning_reboot_*``).
 ``reboot_pending(record_text, cmdline)``
@@ -45,9 +54,10 @@ import json
 import os
 import re
 
+from ..checks import pcie_health
 from ..core.cpulist import format_cpulist
 from ..core.errors import TopotuneError
-from ..core.sysroot import join, list_dir, read_text
+from ..core.sysroot import amd_gpu_functions, join, list_dir, read_text
 from . import kernel_settings
 
 _SYSCTL_NAME = re.compile(r"^[A-Za-z0-9_-]+([./][A-Za-z0-9_-]+)*$")
@@ -150,6 +160,32 @@ OPTIONS = {
                 "type": "str", "role": False,
                 "description": "Content of the boot-time C-state script (the role's C(files/topotune-cstate)); required "
                                "with O(tuning.c2_disable).",
+            },
+            "acs_disable": {
+                "type": "bool", "default": False,
+                "description": [
+                    "Clear PCIe ACS Control now and at every boot on the bridges above the GPUs and RDMA NICs that have "
+                    "the ACS capability: the bridges check C(pci_acs) reads (AMD: disable ACS for multi-node RCCL and "
+                    "peer-to-peer; C(roles/kernel_tuning/README.md)). The boot-time unit C(topotune-acs.service) runs "
+                    "before udev's coldplug and C(systemd-modules-load), so before amdgpu loads; the role runs its "
+                    "program at once too, so no reboot is needed.",
+                    "Refused, changing nothing, on a virtualization host, which keeps ACS on to isolate what it hands "
+                    "to VMs: C(platform_checks_virtualization_host: true), or a GPU with SR-IOV virtual functions "
+                    "(C(sriov_numvfs) > 0) or bound to C(vfio-pci).",
+                    "C(false) removes the unit, its program and its list when they exist (the firmware or the kernel "
+                    "sets ACS again at the next boot).",
+                ],
+            },
+            "acs_script": {
+                "type": "str", "role": False,
+                "description": "Content of the ACS program (the role's C(files/topotune-acs)); required with "
+                               "O(tuning.acs_disable).",
+            },
+            "virtualization_host": {
+                "type": "bool", "default": False, "role": False,
+                "description": "The node is a virtualization host: role C(kernel_tuning) passes "
+                               "C(platform_checks_virtualization_host), the variable of role C(platform_checks) that "
+                               "says so for every role; O(tuning.acs_disable) is then refused.",
             },
         },
     },
@@ -404,6 +440,15 @@ CSTATE_UNIT_FILE = "/etc/systemd/system/" + CSTATE_UNIT
 # what `systemctl enable` creates for the unit's WantedBy=multi-user.target
 CSTATE_UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/" + CSTATE_UNIT
 CSTATE_SCRIPT = "/usr/local/sbin/topotune-cstate"
+# kernel_tuning_acs_disable: the program (the role's files/topotune-acs), the bridges it clears, its boot-time unit and
+# the link `systemctl enable` creates for the unit's WantedBy=sysinit.target
+ACS_UNIT = "topotune-acs.service"
+ACS_UNIT_FILE = "/etc/systemd/system/" + ACS_UNIT
+ACS_UNIT_LINK = "/etc/systemd/system/sysinit.target.wants/" + ACS_UNIT
+ACS_SCRIPT = "/usr/local/sbin/topotune-acs"
+ACS_LIST = "/etc/topotune/acs-bridges.conf"
+# A GPU bound to one of these drivers is handed to a VM (VFIO passthrough): ACS isolates it there
+PASSTHROUGH_DRIVERS = ("vfio-pci",)
 # The pending reboot, kept on the node while the running command line lacks a configured parameter the bootloader now
 # holds: playbooks/reboot.yml reads it, possibly in a later run. In /etc, so it survives until the reboot; not in the
 # manifest (run state, not a setting).
@@ -412,6 +457,9 @@ HEADER = "# Managed by topotune (role topotune.instinct.kernel_tuning): local ed
 _ABSOLUTE = re.compile(r"^/\S*$")
 _BATCH = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 _SLURM_NODE = re.compile(r"^[A-Za-z0-9._-]+$")
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+# a path written into a unit's ExecStart: no spaces, quotes or % (systemd expands %-specifiers there)
+_UNIT_PATH = re.compile(r"^/[A-Za-z0-9._+/-]*$")
 
 
 def _invalid(problems):
@@ -438,7 +486,11 @@ def check_tuning(tuning, sysroot):
         _sysroot_problem(sysroot),
         "cstate_script must hold the role's files/topotune-cstate when kernel_tuning_c2_disable is true"
         if tuning.get("c2_disable") and not (tuning.get("cstate_script") or "").strip() else None,
+        "acs_script must hold the role's files/topotune-acs when kernel_tuning_acs_disable is true"
+        if tuning.get("acs_disable") and not (tuning.get("acs_script") or "").strip() else None,
     ) if problem])
+    if tuning.get("acs_disable") and tuning.get("virtualization_host"):
+        raise KernelRuntimeError(acs_refusal(["platform_checks_virtualization_host is true"], "variable"))
     builtin = [{"name": "kernel.numa_balancing", "value": "0"}] if tuning.get("numa_balancing_disable", True) else []
     sysctl = _settings([("kernel_tuning_numa_balancing_disable", builtin),
                         ("kernel_tuning_sysctl", tuning.get("sysctl") or [])], "name")
@@ -450,6 +502,8 @@ def check_tuning(tuning, sysroot):
         "cmdline": cmdline,
         "c2_disable": bool(tuning.get("c2_disable")),
         "cstate_script": tuning.get("cstate_script"),
+        "acs_disable": bool(tuning.get("acs_disable")),
+        "acs_script": tuning.get("acs_script"),
         # what kernel_runtime sets now
         "runtime_sysctl": {item["name"]: item["value"] for item in sysctl["present"]},
         "runtime_cpuidle": {"C2": "disabled"} if tuning.get("c2_disable") else {},
@@ -494,15 +548,152 @@ def _cstate_unit(cpu_dir):
     ])
 
 
+def acs_refusal(reasons, cause):
+    """Why ``kernel_tuning_acs_disable`` is refused on this node, and the fix; ``cause`` is ``variable`` (the play says
+    the node is a virtualization host) or ``node`` (what the node shows)."""
+    fix = ("or set platform_checks_virtualization_host: false if it runs bare metal" if cause == "variable" else
+           "or, if the node is to run bare metal, remove the virtual functions (echo 0 > "
+           "/sys/bus/pci/devices/<bdf>/sriov_numvfs) and unbind vfio-pci first")
+    return ("kernel_tuning_acs_disable: refused on a virtualization host, nothing was changed: %s. A virtualization "
+            "host keeps ACS on to isolate the devices it hands to VMs (AMD's virtualization BIOS table: ACS Enabled). "
+            "Set kernel_tuning_acs_disable: false for this node, %s." % ("; ".join(reasons), fix))
+
+
+def virtualization_signs(sysroot):
+    """What shows that the node hands a GPU to VMs, one sentence each: an AMD GPU function with SR-IOV virtual
+    functions (``sriov_numvfs`` > 0, MxGPU) or bound to a passthrough driver (``PASSTHROUGH_DRIVERS``). An RDMA NIC's
+    virtual functions are no sign (containers use them too, with the host's driver)."""
+    signs = []
+    base = join(sysroot, "sys/bus/pci/devices")
+    for bdf in amd_gpu_functions(sysroot):
+        dev = os.path.join(base, bdf)
+        numvfs = read_text(os.path.join(dev, "sriov_numvfs"), "")
+        if numvfs.isdigit() and int(numvfs) > 0:
+            signs.append("GPU %s has %d SR-IOV virtual function(s) (sriov_numvfs)" % (bdf, int(numvfs)))
+        driver = os.path.join(dev, "driver")
+        if os.path.islink(driver) and os.path.basename(os.readlink(driver)) in PASSTHROUGH_DRIVERS:
+            signs.append("GPU %s is bound to %s (passed through to a VM)" % (bdf, os.path.basename(os.readlink(driver))))
+    return signs
+
+
+def read_acs(sysroot):
+    """Read only, what ``kernel_tuning_acs_disable`` needs: ``pcie_health.acs_bridges`` (the bridges check pci_acs
+    judges, with their ACS Control; ``enabled``: those not 0) and ``virtualized`` (``virtualization_signs``)."""
+    found = pcie_health.acs_bridges(pcie_health.gather(sysroot))
+    found["virtualized"] = virtualization_signs(sysroot)
+    return found
+
+
+def _acs_list(bridges):
+    return "\n".join([
+        HEADER,
+        "# The bridges above the GPUs and RDMA NICs that have the ACS capability (those check pci_acs reads), whose ACS",
+        "# Control topotune-acs.service clears at every boot (kernel_tuning_acs_disable). One PCI address per line.",
+    ] + bridges) + "\n"
+
+
+def _acs_unit(python, devices):
+    return "\n".join([
+        HEADER,
+        "# ACS Control set on a bridge above a GPU or RDMA NIC sends their peer-to-peer traffic up through the root",
+        "# complex (AMD: disable ACS for multi-node RCCL). The firmware, or the kernel when an IOMMU is on, sets it",
+        "# again at every boot, before any unit runs: hence this unit, at every boot.",
+        "# DefaultDependencies=no: the default dependencies would order it after sysinit.target, so after udev's",
+        "# coldplug (systemd-udev-trigger.service) and systemd-modules-load.service, which load amdgpu and the RDMA",
+        "# drivers. Those probe the PCIe path as it is then (the kernel's peer-to-peer distance counts an ACS redirect",
+        "# as a trip through the host bridge), and no GPU job may run before the bits are clear: so it runs before both.",
+        "# It needs only sysfs (mounted by systemd itself) and the root file system (this program, its list in /etc,",
+        "# python3 in /usr), nothing udev brings. Conflicts/Before shutdown.target: what the defaults would have given.",
+        "[Unit]",
+        "Description=Clear PCIe ACS Control on the bridges above the GPUs and RDMA NICs (topotune)",
+        "Documentation=https://github.com/topotune/topotune/tree/main/roles/kernel_tuning",
+        "DefaultDependencies=no",
+        "Before=systemd-udev-trigger.service systemd-modules-load.service sysinit.target shutdown.target",
+        "Conflicts=shutdown.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=true",
+        "ExecStart=%s %s %s %s" % (python, ACS_SCRIPT, devices, ACS_LIST),
+        "",
+        "[Install]",
+        "WantedBy=sysinit.target",
+        "",
+    ])
+
+
+def _plan_acs(inputs, acs):
+    """The ACS program, its list, unit and link (present with ``kernel_tuning_acs_disable``, else absent), the bridges
+    to clear now and the command that clears them; ``acs`` is ``read_acs``'s result with ``python``, the interpreter
+    the unit runs the program with."""
+    plan = {"files": [{"path": path, "state": "absent"} for path in (ACS_SCRIPT, ACS_LIST, ACS_UNIT_FILE)],
+            "links": [{"path": ACS_UNIT_LINK, "state": "absent"}], "bridges": [], "clear": [], "argv": [],
+            "before": "", "after": "", "warnings": []}
+    if not inputs["acs_disable"]:
+        return plan
+    if acs is None:
+        raise KernelRuntimeError("kernel_tuning_acs_disable: the node's ACS state was not read (read_acs)")
+    if acs["virtualized"]:
+        raise KernelRuntimeError(acs_refusal(acs["virtualized"], "node"))
+    if acs["unknown"] and acs["unknown"][0] != "no_devices":
+        raise KernelRuntimeError("kernel_tuning_acs_disable: cannot tell which bridges to clear, nothing was changed: %s. "
+                                 "Run the role with become (root) on the node itself." % acs["unknown"][1])
+    python = acs.get("python")
+    if not (isinstance(python, str) and _UNIT_PATH.match(python)):
+        raise KernelRuntimeError("kernel_tuning_acs_disable: the node's Python interpreter %r is not an absolute path of "
+                                 "letters, digits and ._+-/: set ansible_python_interpreter (the unit runs the program "
+                                 "with it)" % (python,))
+    devices = join(inputs["sysroot"], "sys/bus/pci/devices")
+    if not _UNIT_PATH.match(devices):
+        raise KernelRuntimeError("kernel_tuning_acs_disable: kernel_tuning_sysroot %r goes into the unit's command line: "
+                                 "use letters, digits and ._+-/ only" % (inputs["sysroot"],))
+    listed = [b["bdf"] for b in acs["bridges"] if b["control"] is not None]
+    # every value written into a file is checked (the addresses come from sysfs link names)
+    bad = [bdf for bdf in listed if not _BDF.match(bdf)]
+    if bad:
+        raise KernelRuntimeError("kernel_tuning_acs_disable: %s is not a PCI address (dddd:bb:dd.f), nothing was changed"
+                                 % ", ".join(bad))
+    if acs["unknown"]:
+        plan["warnings"].append("kernel_tuning_acs_disable: no GPU or RDMA NIC on this node: the unit is installed with "
+                                "an empty list and clears nothing")
+    elif not listed:
+        plan["warnings"].append("kernel_tuning_acs_disable: no bridge above the GPUs and RDMA NICs has the ACS "
+                                "capability (BIOS ACS Disabled may hide it): nothing to clear")
+    clear = [b for b in acs["enabled"] if b["bdf"] in listed]
+    plan.update({
+        "files": [
+            {"path": ACS_SCRIPT, "content": inputs["acs_script"], "mode": "0755",
+             "validate": "%s -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' %%s" % python},
+            {"path": ACS_LIST, "content": _acs_list(listed), "mode": "0644"},
+            {"path": ACS_UNIT_FILE, "content": _acs_unit(python, devices), "mode": "0644"},
+        ],
+        "links": [{"path": ACS_UNIT_LINK, "src": ACS_UNIT_FILE}],
+        "bridges": listed,
+        "clear": [b["bdf"] for b in clear],
+        "argv": [python, ACS_SCRIPT, devices, ACS_LIST],
+        "before": "".join("ACS Control %s = 0x%04x\n" % (b["bdf"], b["control"]) for b in clear),
+        "after": "".join("ACS Control %s = 0x0000\n" % b["bdf"] for b in clear),
+    })
+    return plan
+
+
+def acs_still_set(sysroot, bridges):
+    """``bdf (0x....)`` of the ``bridges`` whose ACS Control is not 0 (after the program ran), read as pci_acs reads it."""
+    found = pcie_health.acs_bridges(pcie_health.gather(sysroot))
+    return ["%s (0x%04x)" % (b["bdf"], b["control"]) for b in found["enabled"] if b["bdf"] in bridges]
+
+
 def reboot_record(wanted, pending):
     """The pending-reboot record's text (the layout Ansible's to_nice_json(sort_keys=true) gave it)."""
     return json.dumps({"owner": "kernel_tuning", "wanted": wanted, "pending": pending}, indent=4, sort_keys=True,
                       separators=(",", ": ")) + "\n"
 
 
-def plan_tuning(inputs, boot):
-    """Files, link, pending reboot, grubby changes and manifest record, from ``check_tuning``'s inputs and the boot
-    state ``{"cmdline", "bootloader", "grubby_args"}`` (``kernel_runtime``'s boot-state read)."""
+def plan_tuning(inputs, boot, acs=None):
+    """Files, links, pending reboot, grubby changes, the ACS bridges to clear and manifest record, from
+    ``check_tuning``'s inputs, the boot state ``{"cmdline", "bootloader", "grubby_args"}`` (``kernel_runtime``'s
+    boot-state read) and, with ``kernel_tuning_acs_disable``, ``acs`` (``read_acs`` and ``python``); raises
+    ``KernelRuntimeError`` when the ACS fix is refused."""
     present, cmdline = inputs["sysctl"]["present"], inputs["cmdline"]
     bootloader = boot["bootloader"]
     pending = kernel_settings.pending(boot["cmdline"], cmdline)
@@ -517,6 +708,9 @@ def plan_tuning(inputs, boot):
                       "validate": "/bin/sh -n %s"})
         files.append({"path": CSTATE_UNIT_FILE, "content": _cstate_unit(cpu_dir), "mode": "0644"})
         links.append({"path": CSTATE_UNIT_LINK, "src": CSTATE_UNIT_FILE})
+    acs_plan = _plan_acs(inputs, acs)
+    files.extend(acs_plan["files"])
+    links.extend(acs_plan["links"])
     # the record only while the bootloader carries a parameter the running kernel lacks
     files.append({"path": REBOOT_RECORD, "content": reboot_record(cmdline, pending), "mode": "0644"}
                  if pending and bootloader != "none" else {"path": REBOOT_RECORD, "state": "absent"})
@@ -537,17 +731,22 @@ def plan_tuning(inputs, boot):
                         + (["--remove-args=" + " ".join(grubby["remove"])] if grubby["remove"] else []))
         if changes else [],
         "grub_dropin": GRUB_DROPIN if bootloader == "grub_dropin" else None,
-        # what systemd must reload when it changes (the script alone needs no reload)
-        "unit_paths": [CSTATE_UNIT_FILE, CSTATE_UNIT_LINK] if inputs["c2_disable"] else [],
+        # what systemd must reload when it changes (the scripts alone need no reload); the ACS unit's paths always, as
+        # turning kernel_tuning_acs_disable off removes them
+        "unit_paths": ([CSTATE_UNIT_FILE, CSTATE_UNIT_LINK] if inputs["c2_disable"] else []) + [ACS_UNIT_FILE, ACS_UNIT_LINK],
+        "acs": {key: acs_plan[key] for key in ("bridges", "clear", "argv", "before", "after")},
+        "warnings": acs_plan["warnings"],
         "managed": {
             "owner": "kernel_tuning",
             "sysroot": inputs["sysroot"],
             # [path, value] pairs: kernel.numa_balancing -> proc/sys/kernel/numa_balancing
             "values": [["proc/sys/" + item["name"].replace(".", "/"), item["value"]] for item in present],
             # kernel parameters: the GRUB drop-in is watched as a file; what the running kernel lacks is reported by
-            # kernel_tuning_reboot_required and the platform checks, not as drift. C2 through its unit.
+            # kernel_tuning_reboot_required and the platform checks, not as drift. C2 through its unit; ACS through its
+            # unit, program and list (the registers themselves: check pci_acs).
             "files": written,
-            "units": [{"name": CSTATE_UNIT, "enabled": True, "active": None}] if inputs["c2_disable"] else [],
+            "units": ([{"name": CSTATE_UNIT, "enabled": True, "active": None}] if inputs["c2_disable"] else [])
+            + ([{"name": ACS_UNIT, "enabled": True, "active": None}] if inputs["acs_disable"] else []),
         },
     }
 

@@ -547,3 +547,51 @@ def test_the_simulated_ports_read_like_the_kernels(sim_tree):
     assert {g["ndev"] for g in filled} == {"enp93s0np0"} and port["gids"][3]["gid"] == "0000:0000:0000:0000:0000:ffff:0a03:0001"
     assert all(g["gid"] == ZERO and g["ndev"] is None for g in port["gids"][4:])
     assert ph.read_rdma_ports(sim_tree(GOOD), "mlx5_99") == []
+
+
+# --------------------------------------------------------------- acs_bridges: pci_acs's selection, and the ACS fix's
+def test_acs_bridges_are_every_bridge_above_the_gpus_and_nics_once(facts_of):
+    facts = facts_of(GOOD)
+    good = ph.acs_bridges(facts)
+    assert good["unknown"] is None and good["enabled"] == []
+    on_paths = sorted({b for d in facts["gpus"] + facts["nics"] for b in d["path"]})
+    assert [b["bdf"] for b in good["bridges"]] == on_paths and len(on_paths) == 32
+    assert all(b["control"] == 0 and b["flags"] == [] for b in good["bridges"])
+    # a NIC's own switch port is one of them (0000:0b:01.0 above NIC 0000:0d:00.0, no GPU below it)
+    nic = next(n for n in facts["nics"] if n["bdf"] == "0000:0d:00.0")
+    assert nic["path"][-1] == "0000:0b:01.0" and not any("0000:0b:01.0" in g["path"] for g in facts["gpus"])
+    assert "0000:0b:01.0" in on_paths
+    # a partitioned GPU's other functions add no bridge
+    split = copy.deepcopy(facts)
+    split["gpus"].append(dict(split["gpus"][0], bdf=split["gpus"][0]["bdf"][:-1] + "1", path=["0000:ff:00.0"]))
+    assert ph.acs_bridges(split)["bridges"] == good["bridges"]
+
+
+def test_acs_bridges_enabled_are_exactly_what_pci_acs_names(facts_of):
+    facts = copy.deepcopy(facts_of("fault-acs-enabled"))
+    facts["bridges"]["0000:09:01.1"] = _acs(facts["bridges"]["0000:09:01.1"], 0x0080)  # a root port, IORB only
+    found = ph.acs_bridges(facts)
+    assert [(b["bdf"], b["control"], b["flags"]) for b in found["enabled"]] == [
+        ("0000:09:01.1", 0x0080, ["IORB"]), ("0000:37:00.0", 0x001D, ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"])]
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["pci_acs"]
+    assert [part.split()[0] for part in res["observed"].split("; ")] == [b["bdf"] for b in found["enabled"]]
+    assert "kernel_tuning_acs_disable: true" in res["remediation"]
+    # against another expected value: the bridges not at it
+    assert [b["bdf"] for b in ph.acs_bridges(facts, want=0x001D)["enabled"]] == [
+        b["bdf"] for b in found["bridges"] if b["bdf"] != "0000:37:00.0"]
+
+
+def test_acs_bridges_say_why_they_cannot_be_told(facts_of):
+    assert ph.acs_bridges({"gpus": [], "nics": [], "bridges": {}})["unknown"] == ("no_devices", "no GPU or RDMA NIC")
+    flat = ph.acs_bridges(facts_of("mi250x-8gcd"))
+    assert flat["unknown"][0] == "flat" and flat["bridges"] == []
+    short = ph.acs_bridges(_truncated(facts_of(GOOD), 256))
+    assert short["unknown"][0] == "unreadable" and "extended space" in short["unknown"][1] and short["bridges"] == []
+
+
+def test_the_fix_pci_acs_names_is_a_variable_of_role_kernel_tuning():
+    from ansible_collections.topotune.instinct.plugins.module_utils.core.options import role_variables
+    from ansible_collections.topotune.instinct.plugins.module_utils.state.kernel_runtime import OPTIONS
+
+    fix = KNOWLEDGE["acs"]["fix"]
+    assert fix["role_variable"] in role_variables(OPTIONS, "kernel_tuning").values() and fix["source"].strip()

@@ -3,7 +3,12 @@ tmp_path sysroot."""
 
 import json
 import os
+import pathlib
 import re
+import shlex
+import struct
+import subprocess
+import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -11,9 +16,11 @@ from ansible.module_utils import basic
 
 from ansible_collections.topotune.instinct.plugins.filter.cmdline_pending import cmdline_pending
 from ansible_collections.topotune.instinct.plugins.filter.settings_merge import settings_merge
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
 from ansible_collections.topotune.instinct.plugins.module_utils.state import kernel_runtime as kr
 from ansible_collections.topotune.instinct.plugins.modules import kernel_runtime
 from ansible_collections.topotune.instinct.plugins.modules.kernel_runtime import KernelRuntime
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 
 @pytest.fixture
@@ -308,7 +315,10 @@ def role_paths(tmp_path, monkeypatch):
     paths = {"SYSCTL_FILE": base / "sysctl.d/90-topotune-kernel.conf", "GRUB_DROPIN": base / "default/grub.d/90-topotune.cfg",
              "CSTATE_UNIT_FILE": base / "systemd/system/topotune-cstate.service",
              "CSTATE_UNIT_LINK": base / "systemd/system/multi-user.target.wants/topotune-cstate.service",
-             "CSTATE_SCRIPT": base / "sbin/topotune-cstate", "REBOOT_RECORD": base / "topotune/reboot-pending.json"}
+             "CSTATE_SCRIPT": base / "sbin/topotune-cstate", "REBOOT_RECORD": base / "topotune/reboot-pending.json",
+             "ACS_SCRIPT": base / "sbin/topotune-acs", "ACS_LIST": base / "topotune/acs-bridges.conf",
+             "ACS_UNIT_FILE": base / "systemd/system/topotune-acs.service",
+             "ACS_UNIT_LINK": base / "systemd/system/sysinit.target.wants/topotune-acs.service"}
     for name, path in paths.items():
         monkeypatch.setattr(kr, name, str(path))
     return paths
@@ -352,7 +362,10 @@ def test_plan_tuning_files_for_a_grub_node_with_c2():
     inputs = kr.check_tuning({"cmdline": REQUIRED, "c2_disable": True, "cstate_script": CSTATE}, "/sim")
     plan = kr.plan_tuning(inputs, _boot())
     files = {f["path"]: f for f in plan["files"]}
-    assert list(files) == [kr.SYSCTL_FILE, kr.GRUB_DROPIN, kr.CSTATE_SCRIPT, kr.CSTATE_UNIT_FILE, kr.REBOOT_RECORD]
+    assert list(files) == [kr.SYSCTL_FILE, kr.GRUB_DROPIN, kr.CSTATE_SCRIPT, kr.CSTATE_UNIT_FILE, kr.ACS_SCRIPT, kr.ACS_LIST,
+                           kr.ACS_UNIT_FILE, kr.REBOOT_RECORD]
+    # without kernel_tuning_acs_disable the ACS files are removed where a run left them
+    assert [path for path, f in files.items() if f.get("state") == "absent"] == [kr.ACS_SCRIPT, kr.ACS_LIST, kr.ACS_UNIT_FILE]
     assert files[kr.SYSCTL_FILE]["content"].splitlines()[-1] == "kernel.numa_balancing = 0"
     assert files[kr.GRUB_DROPIN]["content"].splitlines()[-1] == 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX iommu=pt pci=realloc=off"'
     assert "ExecStart=/bin/sh /usr/local/sbin/topotune-cstate /sim/sys/devices/system/cpu" in files[kr.CSTATE_UNIT_FILE]["content"]
@@ -360,7 +373,8 @@ def test_plan_tuning_files_for_a_grub_node_with_c2():
     record = json.loads(files[kr.REBOOT_RECORD]["content"])
     assert record == {"owner": "kernel_tuning", "pending": ["+iommu=pt", "+pci=realloc=off"], "wanted": inputs["cmdline"]}
     assert plan["pending"] == ["+iommu=pt", "+pci=realloc=off"] and plan["grubby_argv"] == []
-    assert plan["links"] == [{"path": kr.CSTATE_UNIT_LINK, "src": kr.CSTATE_UNIT_FILE}]
+    assert plan["links"] == [{"path": kr.CSTATE_UNIT_LINK, "src": kr.CSTATE_UNIT_FILE}, {"path": kr.ACS_UNIT_LINK, "state": "absent"}]
+    assert plan["acs"] == {"bridges": [], "clear": [], "argv": [], "before": "", "after": ""}
     assert plan["managed"] == {"owner": "kernel_tuning", "sysroot": "/sim",
                                "values": [["proc/sys/kernel/numa_balancing", "0"]],
                                "files": [kr.SYSCTL_FILE, kr.GRUB_DROPIN, kr.CSTATE_SCRIPT, kr.CSTATE_UNIT_FILE],
@@ -370,7 +384,8 @@ def test_plan_tuning_files_for_a_grub_node_with_c2():
 def test_plan_tuning_without_sysctl_or_pending_removes_the_dropin_and_the_record():
     inputs = kr.check_tuning({"numa_balancing_disable": False, "cmdline": REQUIRED}, "/")
     plan = kr.plan_tuning(inputs, _boot(cmdline="ro iommu=pt pci=bfsort,realloc=off", bootloader="none"))
-    assert plan["files"] == [{"path": kr.SYSCTL_FILE, "state": "absent"}, {"path": kr.REBOOT_RECORD, "state": "absent"}]
+    assert plan["files"] == [{"path": path, "state": "absent"} for path in (
+        kr.SYSCTL_FILE, kr.ACS_SCRIPT, kr.ACS_LIST, kr.ACS_UNIT_FILE, kr.REBOOT_RECORD)]
     assert plan["pending"] == [] and plan["managed"]["files"] == [] and plan["managed"]["values"] == []
     # with "none" a pending parameter is reported, but no record is kept: nothing carries it to the next boot
     plan = kr.plan_tuning(inputs, _boot(bootloader="none"))
@@ -526,6 +541,10 @@ def _action(args, reply):
     ({"sysroot": "relative/path", "tuning": {}}, "kernel_tuning_sysroot"),
     ({"tuning": {"sysctl": [{"name": "vm.swappiness", "value": "1 0"}]}}, "kernel_tuning_sysctl"),
     ({"tuning": {"c2_disable": "true"}}, "files/topotune-cstate"),
+    ({"tuning": {"acs_disable": "yes"}}, "files/topotune-acs"),
+    ({"tuning": {"acs_disable": "true", "acs_script": "pass", "virtualization_host": "yes"}},
+     "kernel_tuning_acs_disable: refused on a virtualization host, nothing was changed: "
+     "platform_checks_virtualization_host is true"),
     ({"reboot": dict(REBOOT, step="pending", batch="0%")}, "kernel_tuning_reboot_batch"),
 ])
 def test_the_action_names_a_wrong_variable_before_the_module_runs(args, words):
@@ -539,3 +558,256 @@ def test_the_action_runs_the_module_when_the_variables_are_right():
     assert action.run(task_vars={})["changed"] is False and calls == ["topotune.instinct.kernel_runtime"]
     action, calls = _action({"sysctl": {"vm.swappiness": "1"}}, {"changed": True})
     assert action.run(task_vars={})["changed"] and calls == ["topotune.instinct.kernel_runtime"]
+
+
+# ------------------------------------------------------------------ kernel_tuning_acs_disable (role files/topotune-acs)
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+with open(os.path.join(REPO, "roles", "kernel_tuning", "files", "topotune-acs"), encoding="utf-8") as _handle:
+    ACS_PROGRAM = _handle.read()
+PCIE_KNOWLEDGE = load_knowledge("pcie_health")
+FAULT = "fault-acs-enabled"
+ENABLED = "0000:37:00.0"  # the switch downstream port with ACS Control 0x001d in the fault profile
+
+
+def _acs_tuning(**over):
+    return dict({"cmdline": REQUIRED, "acs_disable": True, "acs_script": ACS_PROGRAM}, **over)
+
+
+def _pci_acs(root):
+    return next(r for r in ph.run_checks(ph.gather(root), PCIE_KNOWLEDGE) if r["id"] == "pci_acs")
+
+
+def _configs(root):
+    base = os.path.join(root, "sys/bus/pci/devices")
+    return {bdf: open(os.path.join(base, bdf, "config"), "rb").read() for bdf in sorted(os.listdir(base))}
+
+
+def _set_acs(root, bdf, value):
+    path = os.path.join(root, "sys/bus/pci/devices", bdf, "config")
+    data = bytearray(open(path, "rb").read())
+    struct.pack_into("<H", data, ph.ConfigSpace(bytes(data)).ext_capabilities()[0x000D] + 6, value)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def test_check_tuning_refuses_the_acs_fix_on_a_virtualization_host():
+    with pytest.raises(kr.KernelRuntimeError, match="acs_script must hold the role's files/topotune-acs"):
+        kr.check_tuning({"acs_disable": True}, "/")
+    with pytest.raises(kr.KernelRuntimeError) as info:
+        kr.check_tuning(_acs_tuning(virtualization_host=True), "/")
+    msg = str(info.value)
+    assert msg.startswith("kernel_tuning_acs_disable: refused on a virtualization host, nothing was changed: "
+                          "platform_checks_virtualization_host is true.")
+    assert "Set kernel_tuning_acs_disable: false for this node, or set platform_checks_virtualization_host: false" in msg
+    # a virtualization host without the fix, and the fix without one, are fine
+    assert not kr.check_tuning({"virtualization_host": True}, "/")["acs_disable"]
+    assert kr.check_tuning(_acs_tuning(), "/")["acs_disable"]
+
+
+def test_the_plan_lists_what_pci_acs_reads_and_clears_exactly_what_it_names(sim_pci_tree):
+    root = sim_pci_tree(FAULT)
+    plan = kr.plan_tuning(kr.check_tuning(_acs_tuning(), root), _boot(), dict(kr.read_acs(root), python="/usr/bin/python3"))
+    named = re.findall(r"(\S+) ACSCtl", _pci_acs(root)["observed"])
+    assert plan["acs"]["clear"] == named == [ENABLED]
+    assert plan["acs"]["before"] == "ACS Control %s = 0x001d\n" % ENABLED and plan["acs"]["after"] == "ACS Control %s = 0x0000\n" % ENABLED
+    # the list: every bridge pci_acs reads (above the 8 GPUs and 8 NICs), all with the capability here
+    bridges = ph.acs_bridges(ph.gather(root))["bridges"]
+    assert plan["acs"]["bridges"] == [b["bdf"] for b in bridges] and len(bridges) == 32
+    files = {f["path"]: f for f in plan["files"]}
+    assert [line for line in files[kr.ACS_LIST]["content"].splitlines() if not line.startswith("#")] == plan["acs"]["bridges"]
+    assert files[kr.ACS_LIST]["mode"] == "0644" and files[kr.ACS_UNIT_FILE]["mode"] == "0644"
+    assert files[kr.ACS_SCRIPT] == {"path": kr.ACS_SCRIPT, "content": ACS_PROGRAM, "mode": "0755", "validate":
+                                    "/usr/bin/python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' %s"}
+    unit = files[kr.ACS_UNIT_FILE]["content"].splitlines()
+    devices = os.path.join(root, "sys/bus/pci/devices")
+    assert "ExecStart=/usr/bin/python3 %s %s %s" % (kr.ACS_SCRIPT, devices, kr.ACS_LIST) in unit
+    for line in ("DefaultDependencies=no", "Conflicts=shutdown.target", "Type=oneshot", "WantedBy=sysinit.target",
+                 "Before=systemd-udev-trigger.service systemd-modules-load.service sysinit.target shutdown.target"):
+        assert line in unit, line
+    assert plan["acs"]["argv"] == ["/usr/bin/python3", kr.ACS_SCRIPT, devices, kr.ACS_LIST]
+    assert plan["links"] == [{"path": kr.ACS_UNIT_LINK, "src": kr.ACS_UNIT_FILE}]
+    assert kr.ACS_UNIT_FILE in plan["unit_paths"] and kr.ACS_UNIT_LINK in plan["unit_paths"]
+    assert plan["managed"]["files"][-3:] == [kr.ACS_SCRIPT, kr.ACS_LIST, kr.ACS_UNIT_FILE]
+    assert plan["managed"]["units"] == [{"name": "topotune-acs.service", "enabled": True, "active": None}]
+    assert plan["warnings"] == []
+
+
+def test_the_plans_validate_command_accepts_the_program_and_rejects_broken_python(tmp_path):
+    plan = kr.plan_tuning(kr.check_tuning(_acs_tuning(), "/"), _boot(),
+                          {"bridges": [], "enabled": [], "unknown": None, "virtualized": [], "python": sys.executable})
+    validate = next(f["validate"] for f in plan["files"] if f["path"] == kr.ACS_SCRIPT)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text(ACS_PROGRAM)
+    bad.write_text("def (:\n")
+    assert subprocess.run(shlex.split(validate % good), capture_output=True, check=False).returncode == 0
+    assert subprocess.run(shlex.split(validate % bad), capture_output=True, check=False).returncode != 0
+    assert not os.path.exists(tmp_path / "__pycache__")  # nothing compiled next to it
+
+
+def test_the_plan_on_a_good_node_lists_the_bridges_and_clears_none(sim_pci_tree):
+    root = sim_pci_tree("mi300x-8gpu-spx")
+    plan = kr.plan_tuning(kr.check_tuning(_acs_tuning(), root), _boot(), dict(kr.read_acs(root), python="/usr/bin/python3"))
+    assert len(plan["acs"]["bridges"]) == 32 and plan["acs"]["clear"] == [] and plan["acs"]["before"] == ""
+
+
+@pytest.mark.parametrize("acs,words", [
+    ({"unknown": ("flat", "sys/bus/pci/devices/<bdf> is not a link into sys/devices")},
+     "cannot tell which bridges to clear, nothing was changed: sys/bus/pci/devices/<bdf> is not a link"),
+    ({"unknown": ("unreadable", "0000:0b:00.0: config space is 64 bytes")}, "Run the role with become (root)"),
+    ({"python": "python3"}, "the node's Python interpreter 'python3' is not an absolute path"),
+    ({"python": "/opt/py%n/bin/python3"}, "set ansible_python_interpreter"),  # systemd would expand %n
+    ({"python": None}, "set ansible_python_interpreter"),
+    ({"bridges": [{"bdf": "0000:37:00.0\nExecStart=/bin/evil", "control": 0, "flags": []}]},
+     "is not a PCI address (dddd:bb:dd.f), nothing was changed"),
+    ({"virtualized": ["GPU 0000:0c:00.0 has 4 SR-IOV virtual function(s) (sriov_numvfs)"]},
+     "refused on a virtualization host, nothing was changed: GPU 0000:0c:00.0 has 4 SR-IOV virtual function(s)"),
+])
+def test_the_plan_refuses_what_it_cannot_do_exactly(acs, words):
+    state = dict({"bridges": [], "enabled": [], "unknown": None, "virtualized": [], "python": "/usr/bin/python3"}, **acs)
+    with pytest.raises(kr.KernelRuntimeError) as info:
+        kr.plan_tuning(kr.check_tuning(_acs_tuning(), "/"), _boot(), state)
+    assert str(info.value).startswith("kernel_tuning_acs_disable: ") and words in str(info.value), str(info.value)
+
+
+def test_a_sysroot_systemd_would_expand_is_refused_for_the_unit():
+    state = {"bridges": [], "enabled": [], "unknown": None, "virtualized": [], "python": "/usr/bin/python3"}
+    with pytest.raises(kr.KernelRuntimeError, match="kernel_tuning_sysroot '/sim%i' goes into the unit's command line"):
+        kr.plan_tuning(kr.check_tuning(_acs_tuning(), "/sim%i"), _boot(), state)
+
+
+def test_the_plan_reads_a_flat_tree_as_unknown_and_a_bare_node_as_nothing_to_clear(sim_pci_tree, tmp_path):
+    flat = sim_pci_tree("mi250x-8gcd")  # no PCI hierarchy in sysfs: the bridges cannot be told
+    with pytest.raises(kr.KernelRuntimeError, match="cannot tell which bridges to clear"):
+        kr.plan_tuning(kr.check_tuning(_acs_tuning(), flat), _boot(), dict(kr.read_acs(flat), python="/usr/bin/python3"))
+    bare = str(tmp_path / "bare")
+    plan = kr.plan_tuning(kr.check_tuning(_acs_tuning(), bare), _boot(), dict(kr.read_acs(bare), python="/usr/bin/python3"))
+    assert plan["acs"]["bridges"] == [] and plan["acs"]["clear"] == []
+    assert plan["warnings"] == ["kernel_tuning_acs_disable: no GPU or RDMA NIC on this node: the unit is installed with "
+                                "an empty list and clears nothing"]
+
+
+def _gpu_dir(root, bdf="0000:0c:00.0"):
+    return os.path.join(root, "sys/bus/pci/devices", bdf)
+
+
+@pytest.mark.parametrize("sign,words", [
+    ("sriov", "GPU 0000:0c:00.0 has 4 SR-IOV virtual function(s) (sriov_numvfs)"),
+    ("vfio", "GPU 0000:0c:00.0 is bound to vfio-pci (passed through to a VM)"),
+])
+def test_the_module_refuses_on_a_node_that_hands_a_gpu_to_vms_and_changes_nothing(sim_pci_tree, etc, tools, role_paths,
+                                                                                   run_module, sign, words):
+    root = sim_pci_tree(FAULT)
+    make_node(pathlib.Path(root))
+    etc()
+    if sign == "sriov":
+        with open(os.path.join(_gpu_dir(root), "sriov_numvfs"), "w") as handle:
+            handle.write("4\n")
+    else:
+        os.symlink("../../../../bus/pci/drivers/vfio-pci", os.path.join(_gpu_dir(root), "driver"))
+    # a NIC's virtual functions are no sign: containers use them with the host's driver
+    with open(os.path.join(root, "sys/bus/pci/devices/0000:0d:00.0/sriov_numvfs"), "w") as handle:
+        handle.write("8\n")
+    before = _configs(root)
+    code, res = run_module(kernel_runtime, check_mode=False, sysroot=root, tuning=_acs_tuning())
+    assert code == 1 and res["msg"].startswith("kernel_tuning_acs_disable: refused on a virtualization host, nothing was "
+                                               "changed: " + words + ".")
+    assert "0000:0d:00.0" not in res["msg"] and "Set kernel_tuning_acs_disable: false for this node" in res["msg"]
+    assert _configs(root) == before and read(root, "proc/sys/kernel/numa_balancing") == "1"
+    assert not any(path.exists() for path in role_paths.values())
+
+
+def test_the_module_clears_acs_now_and_installs_the_unit_idempotently(sim_pci_tree, etc, tools, role_paths, run_module):
+    root = sim_pci_tree(FAULT)
+    make_node(pathlib.Path(root))
+    etc()
+    before = _configs(root)
+    code, res = run_module(kernel_runtime, check_mode=True, diff=True, sysroot=root, tuning=_acs_tuning())
+    assert code == 0 and res["changed"] and res["acs"] == {"bridges": res["acs"]["bridges"], "cleared": [ENABLED],
+                                                          "list": str(role_paths["ACS_LIST"])}
+    runtime = res["diff"][0]
+    assert runtime["before_header"] == "runtime values" and "ACS Control %s = 0x001d\n" % ENABLED in runtime["before"]
+    assert "ACS Control %s = 0x0000\n" % ENABLED in runtime["after"]
+    headers = [d["before_header"] for d in res["diff"]]
+    for name in ("ACS_SCRIPT", "ACS_LIST", "ACS_UNIT_FILE", "ACS_UNIT_LINK"):
+        assert str(role_paths[name]) in headers and not role_paths[name].exists()
+    assert _configs(root) == before
+    # the real run: the files, then the unit's own program on the list, then pci_acs passes
+    code, res = run_module(kernel_runtime, diff=True, sysroot=root, tuning=_acs_tuning())
+    assert code == 0 and res["changed"] and res["acs"]["cleared"] == [ENABLED] and res["unit_changed"]
+    assert _pci_acs(root)["status"] == "pass"
+    assert [bdf for bdf in before if _configs(root)[bdf] != before[bdf]] == [ENABLED]
+    assert oct(role_paths["ACS_SCRIPT"].stat().st_mode & 0o7777) == "0o755" and role_paths["ACS_SCRIPT"].read_text() == ACS_PROGRAM
+    assert oct(role_paths["ACS_LIST"].stat().st_mode & 0o7777) == "0o644"
+    assert os.readlink(role_paths["ACS_UNIT_LINK"]) == str(role_paths["ACS_UNIT_FILE"])
+    assert "ExecStart=%s %s %s/sys/bus/pci/devices %s" % (sys.executable, role_paths["ACS_SCRIPT"], root, role_paths["ACS_LIST"]) \
+        in role_paths["ACS_UNIT_FILE"].read_text()
+    assert [str(role_paths[k]) for k in ("ACS_SCRIPT", "ACS_LIST", "ACS_UNIT_FILE")] == res["managed"]["files"][-3:]
+    assert {"name": "topotune-acs.service", "enabled": True, "active": None} in res["managed"]["units"]
+    # again: nothing to do
+    code, again = run_module(kernel_runtime, diff=True, sysroot=root, tuning=_acs_tuning())
+    assert code == 0 and not again["changed"] and again["diff"] == [] and again["acs"]["cleared"] == []
+    # a reboot set it again (the firmware, the kernel): cleared again, the files untouched
+    _set_acs(root, ENABLED, 0x001D)
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_acs_tuning())
+    assert code == 0 and res["changed"] and res["acs"]["cleared"] == [ENABLED] and res["changed_files"] == []
+    assert _pci_acs(root)["status"] == "pass"
+    # turned off: the unit, its link, program and list go (ACS itself is left as it is until the next boot)
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_acs_tuning(acs_disable=False))
+    assert code == 0 and res["unit_changed"] and res["acs"] == {"bridges": [], "cleared": [], "list": None}
+    assert sorted(res["removed_files"]) == sorted(str(role_paths[k]) for k in ("ACS_SCRIPT", "ACS_LIST", "ACS_UNIT_FILE"))
+    assert res["changed_links"] == [str(role_paths["ACS_UNIT_LINK"])] and not os.path.lexists(role_paths["ACS_UNIT_LINK"])
+    assert not any(u["name"] == "topotune-acs.service" for u in res["managed"]["units"])
+
+
+@pytest.mark.parametrize("script,words", [
+    ("import sys\nsys.exit('topotune-acs: 0000:37:00.0: boom; no bridge was written')\n",
+     "failed (rc=1): topotune-acs: 0000:37:00.0: boom; no bridge was written"),
+    ("pass\n", "ran, but ACS Control still reads non-zero on 0000:37:00.0 (0x001d)"),
+])
+def test_the_module_fails_when_the_program_fails_or_the_bridges_keep_acs(sim_pci_tree, etc, tools, role_paths, run_module,
+                                                                          script, words):
+    root = sim_pci_tree(FAULT)
+    make_node(pathlib.Path(root))
+    etc()
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_acs_tuning(acs_script=script))
+    assert code == 1 and words in res["msg"], res["msg"]
+    assert _pci_acs(root)["status"] == "fail"
+    # the files are complete (the clear comes last); the next run, with the role's program, clears
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_acs_tuning())
+    assert code == 0 and res["acs"]["cleared"] == [ENABLED] and _pci_acs(root)["status"] == "pass"
+
+
+def test_a_program_that_is_not_python_changes_no_file(sim_pci_tree, etc, tools, role_paths, run_module):
+    root = sim_pci_tree(FAULT)
+    make_node(pathlib.Path(root))
+    etc()
+    before = _configs(root)
+    code, res = run_module(kernel_runtime, sysroot=root, tuning=_acs_tuning(acs_script="#!/bin/sh\necho (\n"))
+    assert code == 1 and "validation" in res["msg"] and "no file was changed" in res["msg"], res["msg"]
+    assert not any(role_paths[k].exists() for k in ("ACS_SCRIPT", "ACS_LIST", "ACS_UNIT_FILE", "SYSCTL_FILE"))
+    assert _configs(root) == before
+
+
+def test_the_acs_unit_is_enabled_by_its_link_as_systemctl_reads_it_and_drift_sees_it_go(tmp_path):
+    """The manifest's unit entry against unit files laid out as on a node (managed_state reads enablement as
+    `systemctl is-enabled` does): enabled by the plan's sysinit.target.wants link, drift once the link is gone."""
+    from ansible_collections.topotune.instinct.plugins.module_utils.state import managed_state as ms
+
+    state = {"bridges": [{"bdf": ENABLED, "control": 0x001D, "flags": []}], "enabled": [], "unknown": None,
+             "virtualized": [], "python": "/usr/bin/python3"}
+    plan = kr.plan_tuning(kr.check_tuning(_acs_tuning(), "/"), _boot(), state)
+    unit = next(f for f in plan["files"] if f["path"] == kr.ACS_UNIT_FILE)
+    link = plan["links"][-1]
+    root = tmp_path / "node"
+    (root / kr.ACS_UNIT_FILE.lstrip("/")).parent.mkdir(parents=True)
+    (root / kr.ACS_UNIT_FILE.lstrip("/")).write_text(unit["content"])
+    (root / link["path"].lstrip("/")).parent.mkdir(parents=True)
+    os.symlink(link["src"], root / link["path"].lstrip("/"))
+    assert ms.unit_file_state(kr.ACS_UNIT, str(root)) == "enabled"
+    manifest = ms.build_manifest([{"owner": "kernel_tuning", "sysroot": "/", "units": plan["managed"]["units"]}])
+    assert ms.verify_manifest(manifest, unit_root=str(root))["drifted"] == []
+    os.unlink(root / link["path"].lstrip("/"))
+    drifted = ms.verify_manifest(manifest, unit_root=str(root))["drifted"]
+    assert [(d["kind"], d["item"], d["expected"], d["observed"]) for d in drifted] == [
+        ("unit", "topotune-acs.service enabled", True, "disabled")]
