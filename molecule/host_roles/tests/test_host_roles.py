@@ -3,6 +3,7 @@ state, and the JSON check reports on the controller hold the right fail/warn res
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -130,7 +131,10 @@ def test_acs_unit_installed_enabled_and_every_listed_bridge_clear(host, acs_fix,
     for path, mode in ((ACS_UNIT, 0o644), (ACS_PROGRAM, 0o755), (ACS_LIST, 0o644)):
         managed = host.file(path)
         assert (managed.user, managed.group, managed.mode) == ("root", "root", mode), path
-    assert "ExecStart=/usr/bin/python3 %s %s %s" % (ACS_PROGRAM, PCI_DEVICES, ACS_LIST) in host.file(ACS_UNIT).content_string
+    # run by the interpreter Ansible found on the node (an absolute path), with the program, the devices and the list
+    exec_start = [line for line in host.file(ACS_UNIT).content_string.splitlines() if line.startswith("ExecStart=")]
+    assert len(exec_start) == 1 and re.match(r"^ExecStart=/\S*python3\S* %s %s %s$" % (
+        re.escape(ACS_PROGRAM), re.escape(PCI_DEVICES), re.escape(ACS_LIST)), exec_start[0]), exec_start
     assert host.file(ACS_LINK).is_symlink and host.file(ACS_LINK).linked_to == ACS_UNIT
     assert host.service("topotune-acs.service").is_enabled
     # the bridges check pci_acs reads (above 8 GPUs and 8 NICs), the fault's switch port among them, all clear now
