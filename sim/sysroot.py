@@ -99,7 +99,7 @@ DEFAULTS = {
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
               "acs_enabled", "nic_far_numa", "aer",
               "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition", "xgmi_link_down", "pcie_replays",
-              "memory_offline")
+              "memory_offline", "nic_pcie_degraded", "rdma_port_down", "rdma_no_ipv4", "rail_swapped")
 # What module_utils/checks/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
@@ -557,6 +557,7 @@ def build(profile_name, dest, force=False):
     if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
         _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
                    profile["rdma"].get("link_layer", "Ethernet"))
+    _rdma_faults(profile, faults)  # the RDMA faults name NICs the profile has
     dest = os.path.abspath(dest)
     _prepare_dest(dest, force)
     _files_written[0] = 0
@@ -664,6 +665,9 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         aer_faults.setdefault(bdf_of_gpu[item["gpu"]], {})[item["kind"]] = item["counts"]
     pcie = profile["pcie"]
     speed, width = pcie.get("max_speed", pcie["speed"]).split()[0], int(pcie.get("max_width", pcie["width"]))
+    rdma_faults = _rdma_faults(profile, faults)
+    # a NIC trained below its link (faults.nic_pcie_degraded): current_link_* only, max_link_* keep the capability
+    nic_links = {layout_plan["nics"][k]["bdf"]: spec for k, spec in rdma_faults["degraded"].items()}
     gpu_dirs = {}
     links = os.path.join(dest, PCI_DEVICES)
     os.makedirs(links, exist_ok=True)
@@ -686,10 +690,11 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
             space = pcie_tree.config_bytes(*ident, port, speed, width, bridge=device.get("bus_range"), acs=acs,
                                            aspm=tree.get("aspm", 0), ari_forwarding=port in (4, 6),
                                            ari=kind == "nic")
+            degraded = nic_links.get(device["bdf"], {})
             values = {"vendor": ident[0], "device": ident[1], "class": ident[2],
-                      "current_link_width": str(width), "max_link_width": str(width),
-                      "current_link_speed": f"{speed} GT/s PCIe", "max_link_speed": f"{speed} GT/s PCIe",
-                      "enable": "1"}
+                      "current_link_width": str(degraded.get("width", width)), "max_link_width": str(width),
+                      "current_link_speed": degraded.get("speed", f"{speed} GT/s PCIe"),
+                      "max_link_speed": f"{speed} GT/s PCIe", "enable": "1"}
             values.update(_pci_numa_files(device["numa"], layout, vm))
             for key, val in values.items():
                 _write(os.path.join(d, key), f"{val}\n")
@@ -701,22 +706,136 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
             for aer_kind in ("correctable", "nonfatal", "fatal"):
                 _write(os.path.join(d, f"aer_dev_{aer_kind}"), pcie_tree.aer_text(aer_kind, counts.get(aer_kind)))
     ib = os.path.join(dest, "sys", "class", "infiniband")
+    net = os.path.join(dest, "sys", "class", "net")
+    port_spec = dict(RDMA_PORT, **(rdma.get("port") or {}))
+    routes = []
     for k, nic in enumerate(layout_plan["nics"]):
         nic_dir = os.path.realpath(os.path.join(links, nic["bdf"]))
-        name = f"{rdma.get('name_prefix', 'mlx5_')}{k}"
+        card = rdma_faults["identity"].get(k, k)  # the card in slot k: its name, GUID, MAC and rail subnet
+        name = f"{rdma.get('name_prefix', 'mlx5_')}{card}"
         ib_dir = os.path.join(nic_dir, "infiniband", name)
         port_dir = os.path.join(ib_dir, "ports", "1")
         os.makedirs(port_dir)
         os.symlink(os.path.join("..", ".."), os.path.join(ib_dir, "device"))
-        guid = f"b83f:d203:00{k:02x}:{0x1c2d + k:04x}"
+        guid = f"b83f:d203:00{card:02x}:{0x1c2d + card:04x}"
         _write(os.path.join(ib_dir, "node_guid"), guid + "\n")
-        _write(os.path.join(port_dir, "state"), "4: ACTIVE\n")
+        if rdma.get("fw_ver"):
+            _write(os.path.join(ib_dir, "fw_ver"), f"{rdma['fw_ver']}\n")
+        port = dict(port_spec, **rdma_faults["down"].get(k, {}))
+        for key in ("state", "phys_state", "rate"):
+            if port.get(key):
+                _write(os.path.join(port_dir, key), f"{port[key]}\n")
+        os.makedirs(os.path.join(port_dir, "counters"))
+        for counter in ("link_downed", "link_error_recovery"):
+            _write(os.path.join(port_dir, "counters", counter), f"{int(port.get(counter, 0))}\n")
         layer = rdma.get("link_layer", "Ethernet")
         _write(os.path.join(port_dir, "link_layer"), layer + "\n")
-        _write_gid_table(port_dir, _gid_table(profile, rdma, k, nic["bdf"], guid, layer))
+        addresses = _nic_addresses(rdma, k in rdma_faults["no_ipv4"])
+        _write_gid_table(port_dir, _gid_table(profile, rdma, card, nic["bdf"], guid, layer, addresses))
         os.makedirs(ib, exist_ok=True)
         os.symlink(os.path.relpath(ib_dir, ib), os.path.join(ib, name))
+        if layer == "Ethernet":
+            netdev = _netdev_name(nic["bdf"])
+            up = _named(port.get("phys_state")) == "LinkUp"
+            nd_dir = os.path.join(nic_dir, "net", netdev)
+            os.makedirs(nd_dir)
+            os.symlink(os.path.join("..", ".."), os.path.join(nd_dir, "device"))
+            # drivers/net: operstate "up"/"down", speed in Mb/s (SPEED_UNKNOWN -1 without a link), dev_port 0
+            for key, val in (("address", ":".join("%02x" % b for b in _mac(card))), ("operstate", "up" if up else "down"),
+                             ("speed", rdma.get("netdev_speed_mbps", -1) if up else -1), ("dev_port", 0)):
+                _write(os.path.join(nd_dir, key), f"{val}\n")
+            os.makedirs(net, exist_ok=True)
+            os.symlink(os.path.relpath(nd_dir, net), os.path.join(net, netdev))
+            routes.extend((netdev, ipaddress.ip_network(f"{ip}/{IPV4_PREFIX}", strict=False))
+                          for ip in _ipv4_addresses(addresses, card))
+    if layout_plan["nics"]:
+        _write_routes(dest, routes)
     return gpu_dirs
+
+
+# The port files of a simulated RDMA port (drivers/infiniband/core/sysfs.c): state_show "%d: %s", phys_state_show
+# "%d: %s"; rate (rate_show "%d Gb/sec (%dX%s)") and fw_ver only where the profile's rdma block gives them.
+RDMA_PORT = {"state": "4: ACTIVE", "phys_state": "5: LinkUp", "link_downed": 0, "link_error_recovery": 0}
+# The prefix of the connected route of each simulated netdev address (10.<k>.0.1 -> 10.<k>.0.0/24)
+IPV4_PREFIX = 24
+
+
+def _named(text):
+    return str(text or "").partition(":")[2].strip()
+
+
+def _mac(k):
+    return bytes([0xb8, 0x3f, 0xd2, k, 0x1c, 0x2d])
+
+
+def _netdev_name(bdf):
+    """systemd's predictable name for PCI bus <n> slot 0, function 0, physical port 0: ``enp<n>s0np0``."""
+    return "enp%ds0np0" % pcie_tree.parse_bdf(bdf)[1]
+
+
+def _nic_addresses(rdma, no_ipv4):
+    """The netdev addresses of a NIC: ``rdma.addresses``, without the IPv4 ones for a NIC of ``faults.rdma_no_ipv4``."""
+    addresses = rdma.get("addresses", ["link_local", "ipv4"])
+    if not no_ipv4:
+        return addresses
+    return [a for a in addresses if a != "ipv4" and not (a != "link_local" and ":" not in str(a))]
+
+
+def _ipv4_addresses(addresses, k):
+    return [f"10.{k}.0.1" if a == "ipv4" else str(a) for a in addresses
+            if a == "ipv4" or (a != "link_local" and ":" not in str(a))]
+
+
+def _write_routes(dest, routes):
+    """``proc/net/route`` as linux net/ipv4/fib_trie.c ``fib_route_seq_show`` prints the main table: a header and one
+    line per route, each padded to 127 characters; addresses and mask are the network-order ``__be32`` printed with
+    ``%08X`` on a little-endian host (the bytes reversed). One connected route (flags RTF_UP, no gateway) per address."""
+    def hex32(address):
+        return "%08X" % int.from_bytes(address.packed, "little")
+    lines = ["%-127s" % "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"]
+    for netdev, network in routes:
+        lines.append("%-127s" % "\t".join((netdev, hex32(network.network_address), "00000000", "0001", "0", "0", "0",
+                                            hex32(network.netmask), "0", "0", "0")))
+    os.makedirs(os.path.join(dest, "proc", "net"), exist_ok=True)
+    _write(os.path.join(dest, "proc", "net", "route"), "\n".join(lines) + "\n")
+
+
+def _rdma_faults(profile, faults):
+    """The RDMA faults by NIC position (``mlx5_<k>``): ``{"degraded": {k: {width, speed}}, "down": {k: port files},
+    "no_ipv4": {k}}``; a ProfileError names a malformed entry."""
+    count = int((profile.get("rdma") or {}).get("nics", 0))
+    name = profile["name"]
+
+    def position(key, value):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+            raise ProfileError(f"profile {name}: faults.{key}: NIC {value!r} is not one of the {count} NICs "
+                               f"(0..{count - 1})")
+        return value
+    degraded, down = {}, {}
+    for item in faults.get("nic_pcie_degraded") or []:
+        if not isinstance(item, dict) or not isinstance(item.get("width"), int) or \
+                not str(item.get("speed", "")).endswith("GT/s PCIe"):
+            raise ProfileError(f"profile {name}: faults.nic_pcie_degraded entries are {{nic, width, speed: "
+                               f"'<n> GT/s PCIe'}}, not {item!r}")
+        degraded[position("nic_pcie_degraded", item.get("nic"))] = {"width": item["width"], "speed": item["speed"]}
+    for item in faults.get("rdma_port_down") or []:
+        keys = {"nic", "state", "phys_state", "rate", "link_downed", "link_error_recovery"}
+        if not isinstance(item, dict) or set(item) - keys or not (item.get("state") and item.get("phys_state")):
+            raise ProfileError(f"profile {name}: faults.rdma_port_down entries are {{nic, state, phys_state[, rate, "
+                               f"link_downed, link_error_recovery]}}, not {item!r}")
+        down[position("rdma_port_down", item["nic"])] = {k: v for k, v in item.items() if k != "nic"}
+    no_ipv4 = {position("rdma_no_ipv4", k) for k in faults.get("rdma_no_ipv4") or []}
+    # two NIC cards swapped between their slots, cables and names with them (names that follow the card: udev rules
+    # keyed on the GUID/MAC): the NIC below GPU a's switch is NIC b, on rail b's subnet, and the other way round
+    swapped = faults.get("rail_swapped")
+    identity = {}
+    if swapped is not None:
+        if not isinstance(swapped, list) or len(swapped) != 2 or swapped[0] == swapped[1]:
+            raise ProfileError(f"profile {name}: faults.rail_swapped is a list of two different NIC positions, "
+                               f"not {swapped!r}")
+        a, b = (position("rail_swapped", k) for k in swapped)
+        identity = {a: b, b: a}
+    return {"degraded": degraded, "down": down, "no_ipv4": no_ipv4, "identity": identity}
 
 
 # GID tables of the simulated RDMA ports, as drivers/infiniband/core/sysfs.c shows them under ports/<n>: gids/<i> for
@@ -729,12 +848,12 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
 GID_TYPES = ("IB/RoCE v1", "RoCE v2")
 
 
-def _gid_table(profile, rdma, k, bdf, guid, layer):
+def _gid_table(profile, rdma, k, bdf, guid, layer, addresses=None):
     """``[(gid text, type, netdev) or None]`` for one port: ``rdma.gid_table_len`` entries (default 16; mlx5 has
-    255, fewer keep trees small), filled from ``rdma.addresses`` (``link_local``, ``ipv4`` = 10.<k>.0.1 on NIC k,
-    or a literal address; default [link_local, ipv4])."""
+    255, fewer keep trees small), filled from ``addresses`` (default ``rdma.addresses``: ``link_local``, ``ipv4`` =
+    10.<k>.0.1 on NIC k, or a literal address; default [link_local, ipv4])."""
     size = rdma.get("gid_table_len", 16)
-    addresses = rdma.get("addresses", ["link_local", "ipv4"])
+    addresses = rdma.get("addresses", ["link_local", "ipv4"]) if addresses is None else addresses
     if not isinstance(size, int) or isinstance(size, bool) or size < 1 or not isinstance(addresses, list):
         raise ProfileError(f"profile {profile['name']}: rdma.gid_table_len must be a positive integer and "
                            f"rdma.addresses a list, not {size!r} / {addresses!r}")
@@ -742,8 +861,8 @@ def _gid_table(profile, rdma, k, bdf, guid, layer):
     if layer == "InfiniBand":
         table.append((ipaddress.IPv6Address("fe80::" + guid).exploded, GID_TYPES[0], None))
     else:
-        mac = bytes([0xb8, 0x3f, 0xd2, k, 0x1c, 0x2d])
-        netdev = "enp%ds0np0" % pcie_tree.parse_bdf(bdf)[1]  # systemd's name for PCI bus <n> slot 0, port 0
+        mac = _mac(k)
+        netdev = _netdev_name(bdf)
         for address in addresses:
             if address == "link_local":  # modified EUI-64 from the MAC (RFC 4291 appendix A)
                 iid = bytes([mac[0] ^ 0x02]) + mac[1:3] + b"\xff\xfe" + mac[3:]

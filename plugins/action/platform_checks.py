@@ -51,6 +51,8 @@ class ActionModule(ActionBase):
         options = {key: args[key] for key in ("sysroot", "report_dir", "fail_on") if key in args}
         if "gpu_count" in args:
             options["gpu_count"] = _int(args["gpu_count"])
+        if args.get("rdma_gid_index") is not None:
+            options["rdma_gid_index"] = _int(args["rdma_gid_index"])
         try:
             check_role_options(options)
         except TopotuneError as err:

@@ -214,7 +214,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import launch_rdma_options
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.rdma_health import launch_rdma_options
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.files import commit_all, diff_entry, differs, read_text, stage_all
 from ansible_collections.topotune.instinct.plugins.module_utils.core.options import argument_spec

@@ -40,8 +40,9 @@ options:
         C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.
       - Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks
         (C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding),
-        C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) their levels, thresholds and sources, and C(iommu_state) the
-        IOMMU group types that mean passthrough; without it they run with built-in defaults and no source.
+        C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) and the RDMA NIC checks (C(rdma_nic_pcie_link),
+        C(rdma_port_state), C(rdma_gid)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group types
+        that mean passthrough; without it they run with built-in defaults and no source.
       - Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS thresholds,
         kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks (C(gpu_partition_mode),
         C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency), C(power_managers),
@@ -99,6 +100,16 @@ options:
         whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.
     type: bool
     default: false
+  rdma_gid_index:
+    description:
+      - The GID index the node's jobs use on RoCE ports (the C(NCCL_IB_GID_INDEX) you set; ROCm CVS checks index C(3) by
+        default). Check C(rdma_gid) then requires a C(RoCE v2) GID with a netdev at this index on every Ethernet RDMA
+        port (fails where there is none, warns where it is link-local).
+      - >-
+        Unset (C(null)), C(rdma_gid) checks the index RCCL picks itself when C(NCCL_IB_GID_INDEX) is unset (RCCL >=
+        2.21: the first RoCE v2 GID with a netdev and a routable address, IPv4 first), the one role
+        C(topotune.instinct.launch_templates) writes.
+    type: int
   pending_cmdline:
     description: Kernel parameters already configured for the next boot but not yet in C(/proc/cmdline), typically
       C(kernel_tuning_cmdline_pending) as it is (its C(+param) entries are configured parameters, its C(-param) ones
@@ -206,6 +217,11 @@ inventory:
       node, per physical GPU its VBIOS, C(fw_version) files and partition modes, the ROCm, kernel and BIOS
       versions (null when unreadable), and the GPU C(identity) (generation, product, kind) whose product and
       partition mode make the hardware class nodes are compared within.
+    - C(rails), per physical GPU in PCI address order (C(rail) i is the i-th GPU), the RDMA NIC paired with it
+      (RV(rdma_affinity)) and that NIC's first port (C(port), C(link_layer), C(state), C(phys_state), C(rate),
+      C(rate_gbps)), its netdev, firmware (C(fw_ver)) and the netdev's connected IPv4 subnet (C(ipv4_subnet), from
+      C(/proc/net/route)); null where the node does not show a value, every NIC field null for a GPU without a NIC
+      (C(module_utils/checks/rdma_health.py) C(rails)). The cluster-wide rail comparison reads it.
   returned: always
   type: dict
   sample:
@@ -219,6 +235,10 @@ inventory:
     kernel_release: 6.8.0-45-generic
     bios_version: "1.0.0"
     identity: {generation: MI300X, product: MI300X, kind: physical}
+    rails:
+      - {rail: 0, gpu: "0000:0c:00.0", nic: mlx5_0, nic_bdf: "0000:0d:00.0", level: switch, port: 1,
+         link_layer: Ethernet, state: ACTIVE, phys_state: LinkUp, rate: 400 Gb/sec (4X NDR), rate_gbps: 400.0,
+         netdev: enp13s0np0, fw_ver: 28.39.1002, ipv4_subnet: 10.0.0.0/24}
 generation:
   description: >-
     Name of the GPU generation the expectations came from (the C(generation) of RV(identity)), or null when none
@@ -249,7 +269,6 @@ identity:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory
-from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import nic_affinity
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_checks import (
     CHECK_OPTIONS,
     OPTIONS,
@@ -258,7 +277,9 @@ from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_
     blocking,
     check_role_options,
     gather,
+    inventory_rails,
     node_identity,
+    rdma_affinity,
     record_text,
     run_checks,
     summarize,
@@ -300,9 +321,10 @@ class PlatformChecks:
             "blocking": blocking(results, self.params["fail_on"]),
             "generation": identity["generation"],
             "identity": identity,
-            "rdma_affinity": nic_affinity(facts["pcie"]),
+            "rdma_affinity": rdma_affinity(facts),
             "inventory": dict(inventory(facts.get("health"), facts),
-                              identity={key: identity[key] for key in ("generation", "product", "kind")}),
+                              identity={key: identity[key] for key in ("generation", "product", "kind")},
+                              rails=inventory_rails(facts)),
         }
 
 

@@ -57,13 +57,16 @@ EXPECTED = {
 }
 
 # Fault profiles of mi300x-8gpu-spx that change only what the read-only health checks read (config space, AER, replay
-# and RAS counters, memory blocks, firmware, VBIOS and partition files, the RDMA NICs' place, one xGMI link's io_links):
-# the roles write what they write on their base profile, tested above, through the same tasks (the missing link changes
-# only the launch groups' content, which the grouping's unit tests cover); the checks' unit tests run on every profile,
-# molecule/health on the GPU faults (docs/health-checks.md).
+# and RAS counters, memory blocks, firmware, VBIOS and partition files, the RDMA NICs' place, PCIe links, ports and
+# GIDs, one xGMI link's io_links): the roles write what they write on their base profile, tested above, through the
+# same tasks (the missing link changes only the launch groups' content, which the grouping's unit tests cover; a port
+# down or without a routable GID only the NCCL_IB_HCA / NCCL_IB_GID_INDEX lines of its group's env file, which
+# test_pcie_health.py's launch tests cover); the checks' unit tests run on every profile, molecule/health on the GPU
+# faults (docs/health-checks.md).
 HEALTH_FAULTS = {"fault-acs-enabled", "fault-aer-fatal", "fault-ecc-deferred", "fault-ecc-uncorrectable",
                  "fault-fw-mismatch", "fault-mixed-partitions", "fault-nic-far-numa", "fault-retired-pages",
-                 "fault-vbios-odd", "fault-xgmi-link-down", "fault-pcie-replays", "fault-memory-offline"}
+                 "fault-vbios-odd", "fault-xgmi-link-down", "fault-pcie-replays", "fault-memory-offline",
+                 "fault-nic-x8", "fault-rdma-port-down", "fault-gid-missing"}
 PROFILES = [profile for profile in ALL_PROFILES if profile not in HEALTH_FAULTS]
 
 # The controller-side report writes that run for real in a check run (docs/drift.md, "Check mode"); the applied

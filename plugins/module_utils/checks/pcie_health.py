@@ -19,22 +19,17 @@ Public API (standard library only, Python 3.8+):
     and what role kernel_tuning's ACS fix clears (``kernel_tuning_acs_disable``).
 ``nic_affinity(facts)``
     Which NIC is closest to each GPU, and the ``NCCL_IB_HCA`` suggestion when the topology is clear.
-``read_rdma_ports(sysroot, name)``
-    The ports of RDMA device ``name``: state, link layer and GID table (``sys/class/infiniband/<name>/ports/<n>``).
-``roce_v2_gid_index(port)``
-    ``(index, None)`` of the GID RCCL uses on a RoCE port, or ``(None, why not)``.
-``launch_rdma_options(sysroot)``
-    That suggestion, with each NIC's ports and their RoCE v2 GID index, as ``launch_render`` options (the
-    launch_templates module and ``bin/topotune launch``).
 ``parse_aer(text)``
     An ``aer_dev_*`` file -> ``{name: count}`` (its ``TOTAL_ERR_*`` line under ``"total"``).
+
+The RDMA ports and their GIDs, the launch options of the ``NCCL_IB_HCA`` suggestion (``read_rdma_ports``,
+``roce_v2_gid_index``, ``launch_rdma_options``) and the RDMA NIC checks are ``rdma_health.py``'s.
 """
 
-import ipaddress
 import os
 import re
 
-from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, numeric_entries, read_bytes, read_text, real_path
+from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, read_bytes, read_text, real_path
 from .pci_config import EXT_CAP_ARI, ConfigSpace, human_bytes
 
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -328,94 +323,6 @@ def nic_affinity(facts):
     # "=": exact names (RCCL matches each entry as a prefix otherwise: mlx5_1 would also select mlx5_10..mlx5_19)
     return {"pairs": out, "nccl_ib_hca": None if reason else "=" + ",".join(names), "reason": reason,
             "problems": problems}
-
-
-# RDMA ports and GIDs, as drivers/infiniband/core/sysfs.c lays them out under sys/class/infiniband/<dev>/ports/<n>:
-# state ("4: ACTIVE"), link_layer ("Ethernet", "InfiniBand"), gids/<i> (the GID, "%pI6": zeros for an empty entry),
-# gid_attrs/types/<i> ("IB/RoCE v1" or "RoCE v2", ib_cache_gid_type_str) and gid_attrs/ndevs/<i> (the netdev);
-# reading types/ndevs of an empty entry fails with EINVAL (_show_port_gid_attr), which reads as None here.
-ROCE_V2 = "RoCE v2"
-
-
-def read_rdma_ports(sysroot, name):
-    """``[{port, state, active, link_layer, gids: [{index, gid, type, ndev}]}]`` of RDMA device ``name``, in port
-    order; ``[]`` when it has no readable ``ports/`` directory."""
-    base = join(sysroot, os.path.join("sys/class/infiniband", name, "ports"))
-    ports = []
-    for port in numeric_entries(base):
-        pdir = os.path.join(base, str(port))
-        state = read_text(os.path.join(pdir, "state"), None)
-        gids = []
-        for index in numeric_entries(os.path.join(pdir, "gids")):
-            gids.append({"index": index, "gid": read_text(os.path.join(pdir, "gids", str(index)), None),
-                         "type": read_text(os.path.join(pdir, "gid_attrs", "types", str(index)), None),
-                         "ndev": read_text(os.path.join(pdir, "gid_attrs", "ndevs", str(index)), None)})
-        ports.append({"port": port, "state": state,
-                      # ib_port_state "%d: %s"; RCCL uses only IBV_PORT_ACTIVE ports (ncclIbInit)
-                      "active": state is not None and state.partition(":")[2].strip() == "ACTIVE",
-                      "link_layer": read_text(os.path.join(pdir, "link_layer"), None), "gids": gids})
-    return ports
-
-
-def _address(text):
-    try:
-        return ipaddress.IPv6Address(text or "")
-    except ValueError:
-        return None
-
-
-def _usable(address):
-    """RCCL's validGid (net_ib.cc): configured (``configuredGid``: not all zero, not fe80:: with nothing after it)
-    and not link-local (``linkLocalGid``: fe80:0000:0000:0000/64, which reaches no other subnet)."""
-    raw = address.packed
-    head, trailer = raw[:4], any(raw[4:])
-    configured = (any(head) or trailer) and not (head == b"\xfe\x80\x00\x00" and not trailer)
-    return bool(configured) and not (head == b"\xfe\x80\x00\x00" and not any(raw[4:8]))
-
-
-def roce_v2_gid_index(port):
-    """``(index, None)``: the GID RCCL should use on ``port`` (``read_rdma_ports``), else ``(None, why)``.
-
-    Rule, RCCL's own choice when NCCL_IB_GID_INDEX is unset (ROCm/rccl src/transport/net_ib.cc
-    ``ncclIbGetGidIndex``, RCCL >= 2.21 / ROCm 6.3; earlier RCCL uses index 0): the first entry of type
-    ``RoCE v2`` with a netdev and a usable GID, IPv4-mapped first (``NCCL_IB_ADDR_FAMILY`` defaults to AF_INET),
-    else a global IPv6 one. InfiniBand ports need none (RCCL reads the GID only on Ethernet ports)."""
-    where = "port %d" % port["port"]
-    if port["link_layer"] == "InfiniBand":
-        return None, "%s is InfiniBand: RCCL sets a GID index only on RoCE (Ethernet) ports" % where
-    if port["link_layer"] != "Ethernet":
-        return None, "%s: link layer %s (ports/%d/link_layer)" % (
-            where, port["link_layer"] or "unreadable", port["port"])
-    if not port["gids"]:
-        return None, "%s: no GID table (ports/%d/gids)" % (where, port["port"])
-    roce = [g for g in port["gids"] if g["type"] == ROCE_V2 and g["ndev"] and _address(g["gid"]) is not None]
-    usable = [g for g in roce if _usable(_address(g["gid"]))]
-    for wanted in (True, False):
-        for gid in usable:
-            if (_address(gid["gid"]).ipv4_mapped is not None) == wanted:
-                return gid["index"], None
-    if roce:
-        return None, ("%s: only link-local RoCE v2 GIDs (index %s): its netdev %s has no IP address RCCL could "
-                      "route to" % (where, ",".join(str(g["index"]) for g in roce), roce[0]["ndev"]))
-    return None, "%s: no RoCE v2 GID with a netdev (ports/%d/gid_attrs/types)" % (where, port["port"])
-
-
-def launch_rdma_options(sysroot):
-    """The launch_render options of the node's ``NCCL_IB_HCA`` / ``NCCL_IB_GID_INDEX`` suggestion: ``{"rdma_nics":
-    {GPU slot: NIC}, "rdma_ports": {NIC: [{port, active, gid_index, gid_reason}]}}`` when nic_affinity makes one,
-    else ``{"rdma_reason": why not}`` (the launch_templates module and ``bin/topotune launch`` both use it, so they
-    render the same files). A NIC whose ports cannot be read is left out of ``rdma_ports`` (ports unknown)."""
-    affinity = nic_affinity(gather(sysroot))
-    if not affinity["nccl_ib_hca"]:
-        return {"rdma_reason": affinity["reason"]}
-    nics = {pair["gpu"].rsplit(".", 1)[0]: pair["nic"] for pair in affinity["pairs"]}
-    ports = {}
-    for name in sorted(set(nics.values())):
-        read = read_rdma_ports(sysroot, name)
-        if read:
-            ports[name] = [dict(zip(("gid_index", "gid_reason"), roce_v2_gid_index(port)), port=port["port"],
-                                active=port["active"]) for port in read]
-    return {"rdma_nics": nics, "rdma_ports": ports}
 
 
 def check_affinity(facts, knowledge):

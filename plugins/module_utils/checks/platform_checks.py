@@ -15,7 +15,7 @@ Public API (standard library only, Python 3.8+):
     one of ``pass``, ``warn``, ``fail``, ``unknown``. ``options`` overrides expectations
     (``generation``, ``gpu_count``, ``expected`` (``module_utils/checks/expected_values.py``), ``cpu_governor``,
     ``transparent_hugepage``, ``pending_cmdline``, ``virtualization_host`` (AMD's BIOS table for a virtualization
-    host: SR-IOV, IOMMU and ACS enabled), ``skip``).
+    host: SR-IOV, IOMMU and ACS enabled), ``rdma_gid_index`` (the GID index the jobs use on RoCE ports), ``skip``).
 ``summarize(results)``
     ``{pass, warn, fail, unknown, total, worst}``.
 ``PlatformChecksError(TopotuneError)``, ``check_role_options(options, prefix="platform_checks_")``
@@ -44,7 +44,7 @@ from ..core.errors import TopotuneError
 from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
 from ..state.kernel_settings import has_param, tokens
 from ..topology.identity import generation_entry, identify
-from . import expected_values, gpu_health, pcie_health
+from . import expected_values, gpu_health, pcie_health, rdma_health
 from .expected_values import check_expected
 
 STATUSES = ("pass", "warn", "fail", "unknown")
@@ -74,7 +74,8 @@ OPTIONS = {
             "C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.",
             "Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks "
             "(C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding), "
-            "C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
+            "C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) and the RDMA NIC checks (C(rdma_nic_pcie_link), "
+            "C(rdma_port_state), C(rdma_gid)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
             "types that mean passthrough; without it they run with built-in defaults and no source.",
             "Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS "
             "thresholds, kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks "
@@ -144,6 +145,20 @@ OPTIONS = {
             "on whatever the generation, and C(pci_acs) expects ACS enabled (ACS off warns) instead of failing on it.",
         ],
         "cli": {"help": "judge by AMD's BIOS table for a virtualization host (SR-IOV, IOMMU and ACS on)"},
+    },
+    "rdma_gid_index": {
+        "type": "int", "default": None,
+        "description": [
+            "The GID index the node's jobs use on RoCE ports (the C(NCCL_IB_GID_INDEX) you set; ROCm CVS checks index "
+            "C(3) by default). Check C(rdma_gid) then requires a C(RoCE v2) GID with a netdev at this index on every "
+            "Ethernet RDMA port (fails where there is none, warns where it is link-local).",
+            "Unset (C(null)), C(rdma_gid) checks the index RCCL picks itself when C(NCCL_IB_GID_INDEX) is unset (RCCL "
+            ">= 2.21: the first RoCE v2 GID with a netdev and a routable address, IPv4 first), the one role "
+            "C(topotune.instinct.launch_templates) writes.",
+        ],
+        "cli": {"help": "the GID index the jobs use on RoCE ports (NCCL_IB_GID_INDEX); default: the one RCCL picks",
+                "metavar": "INDEX"},
+        "role": {"arg": "{{ omit if platform_checks_rdma_gid_index is none else platform_checks_rdma_gid_index }}"},
     },
     "pending_cmdline": {
         "type": "list", "elements": "str", "default": [], "role": False,
@@ -380,6 +395,8 @@ def gather(sysroot="/", unit_root="/"):
     facts.update(_gather_cpus(sysroot))
     # PCIe and RDMA health (module_utils/checks/pcie_health.py): bridges, NICs, config space, AER counters
     facts["pcie"] = pcie_health.gather(sysroot)
+    # the RDMA NICs' links, ports, GIDs and netdevs (module_utils/checks/rdma_health.py)
+    facts["rdma"] = rdma_health.gather(sysroot)
     # GPU health (partitions, RAS, kernel log, firmware, power managers): module_utils/checks/gpu_health.py
     facts["health"] = gpu_health.gather(sysroot, unit_root=unit_root)
     # what only the pinned expectations read (OS release, online memory): module_utils/checks/expected_values.py
@@ -417,6 +434,17 @@ def node_identity(facts, knowledge, options=None):
                     (options or {}).get("generation"))
 
 
+def rdma_affinity(facts):
+    """``pcie_health.nic_affinity`` of the gathered PCIe facts (which NIC each GPU is paired with), None without them."""
+    return pcie_health.nic_affinity(facts["pcie"]) if facts.get("pcie") else None
+
+
+def inventory_rails(facts):
+    """The node's rails (``rdma_health.rails``): per physical GPU, in BDF order, its NIC, netdev, rate, firmware and IPv4
+    subnet; ``[]`` without the RDMA facts."""
+    return rdma_health.rails(facts.get("rdma"), rdma_affinity(facts)) if facts.get("rdma") else []
+
+
 # Settings of the physical host: an SR-IOV guest sees a virtual link, the VM's NUMA and IOMMU, not the host's BIOS.
 HOST_ONLY = ("gpu_pcie_speed_width", "iommu_state", "numa_nps", "smt")
 
@@ -426,7 +454,7 @@ def _as_guest(results, identity, gen):
     out = []
     attest = {item["id"] for item in (gen or {}).get("bios_attest") or []}
     for res in results:
-        if res["id"] in HOST_ONLY or res["id"] in attest or res["id"] in pcie_health.HOST_ONLY:
+        if res["id"] in HOST_ONLY or res["id"] in attest or res["id"] in pcie_health.HOST_ONLY + rdma_health.HOST_ONLY:
             res = dict(res, status="unknown", observed="%s (SR-IOV virtual function %s): %s" % (
                 identity["product"], identity["device_id"], res["observed"]),
                 remediation="a guest sees the hypervisor's virtual link, NUMA and IOMMU: check %s on the host"
@@ -445,7 +473,8 @@ _ABSOLUTE = re.compile(r"^/\S*$")
 def role_option_problems(options, prefix="platform_checks_"):
     """One message per option of ``options`` a type cannot refuse: ``gpu_count`` below 0, ``sysroot`` not an absolute
     path without spaces, ``report_dir`` (a controller directory) neither empty nor absolute (``~`` for the controller
-    user's home is fine), ``fail_on`` not in ``FAIL_ON``. Options not given are not checked."""
+    user's home is fine), ``fail_on`` not in ``FAIL_ON``, ``rdma_gid_index`` below 0. Options not given are not
+    checked."""
     problems = []
     if "gpu_count" in options:
         count = options["gpu_count"]
@@ -460,6 +489,10 @@ def role_option_problems(options, prefix="platform_checks_"):
                         % (prefix, report_dir))
     if "fail_on" in options and options["fail_on"] not in FAIL_ON:
         problems.append("%sfail_on must be one of %s, got %s" % (prefix, ", ".join(FAIL_ON), options["fail_on"]))
+    index = options.get("rdma_gid_index")
+    if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
+        problems.append("%srdma_gid_index must be a GID index >= 0 (null: the index RCCL picks), got %s"
+                        % (prefix, index))
     return problems
 
 
@@ -959,6 +992,9 @@ def run_checks(facts, knowledge, options=None):
     results.extend(_check_attest(gen, (knowledge or {}).get("tables"), options))
     # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
     results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}, gen, options))
+    # the RDMA NICs (same knowledge file); the rate is judged on the NICs paired with a GPU (the rails)
+    results.extend(rdma_health.run_checks(facts.get("rdma"), (knowledge or {}).get("pcie_health") or {}, options,
+                                          rdma_affinity(facts)))
     # GPU health: only when gathered and knowledge/gpu_health.yml is passed (knowledge key gpu_health)
     results.extend(gpu_health.run_checks(facts.get("health"), (knowledge or {}).get("gpu_health"), gen, facts,
                                          options, host))

@@ -207,8 +207,8 @@ OPTIONS = {
 # The renderer's defaults: the declared ones and its own (what the module derives from the node, the RDMA NICs).
 DEFAULTS = dict({name: option.get("default") for name, option in OPTIONS.items() if name not in ("topology", "sysroot")},
                 dev_dir="/dev", node_name="NODE",
-                # RDMA NIC per GPU (PCI slot -> NIC name) from module_utils/pcie_health.nic_affinity, and why it is
-                # empty; each NIC's ports ({port, active, gid_index, gid_reason}) from pcie_health.launch_rdma_options
+                # RDMA NIC per GPU (PCI slot -> NIC name) from pcie_health.nic_affinity, and why it is
+                # empty; each NIC's ports ({port, active, gid_index, gid_reason}) from rdma_health.launch_rdma_options
                 rdma_nics={}, rdma_ports={}, rdma_reason="no RDMA NIC affinity given")
 
 
@@ -300,7 +300,7 @@ def validate_options(options):
 
 
 def _rdma_ports(value):
-    fix = "pass pcie_health.launch_rdma_options(sysroot)['rdma_ports']"
+    fix = "pass rdma_health.launch_rdma_options(sysroot)['rdma_ports']"
     if not isinstance(value, dict):
         _fail("rdma_ports", value, "is not a mapping of NIC name to its ports", fix)
     out = {}
@@ -611,7 +611,7 @@ def rdma_hca(p, members):
 
 def rdma_gid_index(p, members):
     """``(NCCL_IB_GID_INDEX or None, why not)`` for a group: the index of the RoCE v2 GID on the ports its
-    NCCL_IB_HCA names (``pcie_health.roce_v2_gid_index``), when they all have it at the same index. Never a
+    NCCL_IB_HCA names (``rdma_health.roce_v2_gid_index``), when they all have it at the same index. Never a
     node-wide constant: the GID table is per port and follows the netdev's addresses. A user's value wins."""
     opts = p["options"]
     if "NCCL_IB_GID_INDEX" in opts["extra_env"]:

@@ -35,7 +35,7 @@ rail-isolated MI3xx fabrics (ROCm/mori#370) or runs slow, since NCCL/RCCL ignore
 """
 
 UNKNOWN = "unknown"
-RAIL_FIELDS = ("nic", "netdev", "rate", "firmware", "subnet")
+RAIL_FIELDS = ("nic", "netdev", "rate", "fw_ver", "ipv4_subnet")  # keys of rdma_health.rails entries
 RAIL_SOURCE = ("ROCm/system-acceptance-docs docs/network/topology-mapping.md (each GPU with the NIC below its switch, "
                "one rail per NIC position); ROCm/cvs cvs/lib/preflight/interface_consistency.py (the same RDMA "
                "interfaces on every node)")

@@ -36,7 +36,7 @@ def test_flags_render_what_the_renderer_renders_with_those_options(sim_tree):
     out = json.loads(run.stdout)
     model = load_capture(sysroot=root)
     model["identity"] = identify_model(model, generations())
-    from ansible_collections.topotune.instinct.plugins.module_utils.checks.pcie_health import launch_rdma_options
+    from ansible_collections.topotune.instinct.plugins.module_utils.checks.rdma_health import launch_rdma_options
 
     options = dict({"sizes": [4, 8], "cpu_binding": "l3", "membind": False, "reserved_cpus": "0", "node_name": "gpu01",
                     "dest": "/opt/launch", "dev_dir": "/dev", "visible_devices_env": "ROCR_VISIBLE_DEVICES",

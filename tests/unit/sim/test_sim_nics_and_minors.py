@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import rdma_health as rh
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -46,12 +46,12 @@ def test_addresses_lay_out_one_v1_and_one_v2_entry_each(tmp_path, monkeypatch):
     def change(profile):
         profile["rdma"] = dict(profile["rdma"], addresses=["link_local", "fd00:0:0:1::1", "ipv4"], gid_table_len=8)
     root = _build(tmp_path, monkeypatch, "mi300x-8gpu-spx", change)
-    [port] = ph.read_rdma_ports(root, "mlx5_1")
+    [port] = rh.read_rdma_ports(root, "mlx5_1")
     assert [(g["index"], g["type"]) for g in port["gids"] if g["type"]] == [
         (i, t) for i in range(6) for t in [("IB/RoCE v1", "RoCE v2")[i % 2]]]
     assert port["gids"][2]["gid"] == "fd00:0000:0000:0001:0000:0000:0000:0001" and len(port["gids"]) == 8
-    assert ph.roce_v2_gid_index(port) == (5, None)   # the IPv4 RoCE v2 entry, behind a global IPv6 address
-    options = ph.launch_rdma_options(root)
+    assert rh.roce_v2_gid_index(port) == (5, None)   # the IPv4 RoCE v2 entry, behind a global IPv6 address
+    options = rh.launch_rdma_options(root)
     assert {q["gid_index"] for ports in options["rdma_ports"].values() for q in ports} == {5}
 
 
@@ -59,11 +59,11 @@ def test_infiniband_ports_hold_their_port_gid_and_get_no_index(tmp_path, monkeyp
     def change(profile):
         profile["rdma"] = dict(profile["rdma"], link_layer="InfiniBand")
     root = _build(tmp_path, monkeypatch, "mi300x-8gpu-spx", change)
-    [port] = ph.read_rdma_ports(root, "mlx5_0")
+    [port] = rh.read_rdma_ports(root, "mlx5_0")
     assert port["link_layer"] == "InfiniBand"
     assert [(g["gid"], g["type"], g["ndev"]) for g in port["gids"] if g["type"]] == [
         ("fe80:0000:0000:0000:b83f:d203:0000:1c2d", "IB/RoCE v1", None)]
-    index, why = ph.roce_v2_gid_index(port)
+    index, why = rh.roce_v2_gid_index(port)
     assert index is None and "InfiniBand" in why
 
 
@@ -80,3 +80,46 @@ def test_bad_gid_layouts_are_a_profile_error(tmp_path, monkeypatch, rdma, match)
     with pytest.raises(simsys.ProfileError, match=match):
         _build(tmp_path, monkeypatch, "mi300x-8gpu-spx", change)
     assert (tmp_path / "root" / "keep").read_text() == "x"  # checked before the destination was emptied
+
+
+@pytest.mark.parametrize("faults,match", [
+    ({"nic_pcie_degraded": [{"nic": 8, "width": 8, "speed": "16.0 GT/s PCIe"}]},
+     r"faults.nic_pcie_degraded: NIC 8 is not one of the 8 NICs \(0..7\)"),
+    ({"nic_pcie_degraded": [{"nic": 1, "width": "x8", "speed": "16.0 GT/s PCIe"}]},
+     r"faults.nic_pcie_degraded entries are \{nic, width, speed"),
+    ({"rdma_port_down": [{"nic": 1, "state": "1: DOWN"}]}, r"faults.rdma_port_down entries are \{nic, state, phys_state"),
+    ({"rdma_port_down": [{"nic": 1, "state": "1: DOWN", "phys_state": "2: Polling", "speed": 1}]},
+     r"faults.rdma_port_down entries"),
+    ({"rdma_no_ipv4": [True]}, r"faults.rdma_no_ipv4: NIC True is not one of the 8 NICs"),
+])
+def test_bad_rdma_faults_are_a_profile_error(tmp_path, monkeypatch, faults, match):
+    def change(profile):
+        profile["faults"] = dict(profile["faults"], **faults)
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "keep").write_text("x")
+    with pytest.raises(simsys.ProfileError, match=match):
+        _build(tmp_path, monkeypatch, "mi300x-8gpu-spx", change)
+    assert (tmp_path / "root" / "keep").read_text() == "x"  # checked before the destination was emptied
+
+
+def test_an_rdma_fault_on_a_node_without_nics_is_a_profile_error(tmp_path, monkeypatch):
+    def change(profile):
+        profile["faults"] = dict(profile["faults"], rdma_no_ipv4=[0])
+    with pytest.raises(simsys.ProfileError, match=r"faults.rdma_no_ipv4: NIC 0 is not one of the 0 NICs"):
+        _build(tmp_path, monkeypatch, "mi250x-8gcd", change)
+
+
+def test_a_port_down_takes_its_netdev_down_and_the_rest_stays(sim_tree):
+    root = sim_tree("fault-rdma-port-down")
+    port = os.path.join(root, "sys/class/infiniband/mlx5_5/ports/1")
+    with open(os.path.join(port, "state"), encoding="utf-8") as handle:
+        assert handle.read() == "1: DOWN\n"
+    net = os.path.join(root, "sys/class/net/enp176s0np0")
+    with open(os.path.join(net, "operstate"), encoding="utf-8") as handle:
+        assert handle.read() == "down\n"
+    assert os.path.basename(os.path.realpath(os.path.join(net, "device"))) == "0000:b0:00.0"
+    # the netdev keeps its address: its GIDs and its route stay
+    [read] = rh.read_rdma_ports(root, "mlx5_5")
+    assert rh.roce_v2_gid_index(read) == (3, None)
+    with open(os.path.join(root, "proc/net/route"), encoding="utf-8") as handle:
+        assert "enp176s0np0\t0000050A\t00000000\t0001" in handle.read()

@@ -223,7 +223,65 @@ CHECKS = {
                                         if int(t.pci[b].get("pcie_replay_count", "0")) != 0} == v,
     # memory blocks online x block_size_bytes (hex), in GiB, as lsmem sums them
     "online_memory_gib": lambda t, v: _online_gib(t.root) == v,
+    # the RDMA NICs (sys/class/infiniband/<dev>/device): links below their capability, ports not ACTIVE/LinkUp,
+    # port rates, the index of each port's IPv4 RoCE v2 GID, and the connected routes of proc/net/route
+    "nic_degraded_links": lambda t, v: _nic_degraded(t.root) == v,
+    "rdma_port_states": lambda t, v: {k: s for k, s in _port_files(t.root, "state", "phys_state").items()
+                                      if s != "4: ACTIVE / 5: LinkUp"} == v,
+    "rdma_rates": lambda t, v: _counts(_port_files(t.root, "rate").values()) == v,
+    "rdma_fw_ver": lambda t, v: {_read(t.root, f"sys/class/infiniband/{d}/fw_ver")
+                                 for d in _listing(t.root, "sys/class/infiniband")} == {v},
+    "netdev_speeds": lambda t, v: _counts(int(_read(t.root, f"sys/class/net/{n}/speed"))
+                                          for n in _listing(t.root, "sys/class/net")) == {int(k): c for k, c in v.items()},
+    "roce_v2_ipv4_gid_index": lambda t, v: _ipv4_gid_index(t.root) == v,
+    "routes": lambda t, v: _routes(t.root) == v,
+    # each RDMA device's PCI function (sys/class/infiniband/<dev>/device)
+    "rdma_devices": lambda t, v: {d: os.path.basename(os.path.realpath(os.path.join(
+        t.root, "sys/class/infiniband", d, "device"))) for d in _listing(t.root, "sys/class/infiniband")} == v,
 }
+
+
+def _nic_degraded(root):
+    """``{bdf: "x<w> <speed> of x<max w> <max speed>"}`` of the RDMA NICs whose current link differs from the max."""
+    out = {}
+    for dev in _listing(root, "sys/class/infiniband"):
+        pci = os.path.realpath(os.path.join(root, "sys/class/infiniband", dev, "device"))
+        cur = (_read(pci, "current_link_width"), _read(pci, "current_link_speed"))
+        top = (_read(pci, "max_link_width"), _read(pci, "max_link_speed"))
+        if cur != top:
+            out[os.path.basename(pci)] = "x%s %s of x%s %s" % (cur + top)
+    return out
+
+
+def _port_files(root, *names):
+    """``{"<dev>/<port>": "<file> / <file>"}`` of every RDMA port."""
+    out = {}
+    for dev in _listing(root, "sys/class/infiniband"):
+        for port in _listing(root, f"sys/class/infiniband/{dev}/ports"):
+            out[f"{dev}/{port}"] = " / ".join(_read(root, f"sys/class/infiniband/{dev}/ports/{port}/{n}") for n in names)
+    return out
+
+
+def _ipv4_gid_index(root):
+    """``{dev: index}`` of port 1's first RoCE v2 GID holding an IPv4-mapped address (None without one)."""
+    out = {}
+    for dev in _listing(root, "sys/class/infiniband"):
+        port = f"sys/class/infiniband/{dev}/ports/1"
+        indexes = sorted(int(i) for i in _listing(root, f"{port}/gid_attrs/types"))
+        out[dev] = next((i for i in indexes if _read(root, f"{port}/gid_attrs/types/{i}") == "RoCE v2"
+                         and _read(root, f"{port}/gids/{i}").startswith("0000:0000:0000:0000:0000:ffff:")), None)
+    return out
+
+
+def _routes(root):
+    """proc/net/route read by hand: ``{iface: "a.b.c.d/prefix"}`` (little-endian hex words, as x86 prints them)."""
+    out = {}
+    with open(os.path.join(root, "proc/net/route"), encoding="utf-8") as fh:
+        for line in fh.read().splitlines()[1:]:
+            iface, dest, _gw, _flags, _ref, _use, _metric, mask = line.split()[:8]
+            address = ".".join(str(b) for b in int(dest, 16).to_bytes(4, "little"))
+            out[iface] = "%s/%d" % (address, bin(int(mask, 16)).count("1"))
+    return out
 
 
 def _online_gib(root):

@@ -28,7 +28,7 @@ def test_the_options_are_recorded_once_and_the_pending_kernel_parameters_never(r
     assert rc == 0 and first["changed"] is True
     assert json.loads(record.read_text()) == {
         "generation": None, "gpu_count": 8, "expected": {"rocm_version": "6.4.*"}, "cpu_governor": "",
-        "transparent_hugepage": "", "virtualization_host": False, "skip": ["smt"]}
+        "transparent_hugepage": "", "virtualization_host": False, "rdma_gid_index": None, "skip": ["smt"]}
     assert oct(record.stat().st_mode & 0o777) == "0o644"
     assert pc.read_record(str(record)) == json.loads(record.read_text())
     # the node's pending kernel parameters are node state, read again by whoever reads the record

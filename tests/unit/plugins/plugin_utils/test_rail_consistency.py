@@ -1,13 +1,18 @@
-"""rail_consistency: the cluster-wide rail comparison (plugin_utils/fleet/consistency.py) on per-node inventories."""
+"""rail_consistency: the cluster-wide rail comparison (plugin_utils/fleet/consistency.py) on per-node inventories,
+and on the simulated nodes' rails."""
 
 import copy
+import json
 
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory as health_inventory
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare, lines, rail_value
 
 
 def _rails(count=8, fw="28.39.1002", rate="400 Gb/sec (4X NDR)"):
     return [{"rail": i, "gpu": "0000:%02x:00.0" % (0x10 * (i + 1)), "nic": "mlx5_%d" % i,
-             "netdev": "enp%ds0np0" % (0x11 * (i + 1)), "rate": rate, "firmware": fw, "subnet": "10.%d.0.0/24" % i}
+             "netdev": "enp%ds0np0" % (0x11 * (i + 1)), "rate": rate, "fw_ver": fw, "ipv4_subnet": "10.%d.0.0/24" % i}
             for i in range(count)]
 
 
@@ -41,7 +46,7 @@ def test_the_node_with_two_rails_swapped_is_named():
 
 
 def test_each_field_of_a_rail_is_compared():
-    for field, value in (("rate", "200 Gb/sec (4X HDR)"), ("firmware", "28.36.1010"), ("subnet", "10.9.0.0/24"),
+    for field, value in (("rate", "200 Gb/sec (4X HDR)"), ("fw_ver", "28.36.1010"), ("ipv4_subnet", "10.9.0.0/24"),
                          ("netdev", "eth5")):
         odd = _rails()
         odd[5][field] = value
@@ -52,7 +57,7 @@ def test_each_field_of_a_rail_is_compared():
 
 def test_an_unreadable_field_is_unknown_there_never_odd():
     partial = _rails()
-    partial[2]["firmware"] = None
+    partial[2]["fw_ver"] = None
     report = compare({"a": _inv(), "b": _inv(), "c": _inv(partial)})
     assert rail_value(partial[2]) is None
     assert report["rail_consistency"]["c"]["status"] == "unknown"
@@ -76,7 +81,7 @@ def test_nothing_to_compare_is_unknown_with_the_reason():
     assert "no RDMA rails read" in bare["rail_consistency"]["a"]["observed"]
     # two nodes that disagree: no majority, neither is named
     other = _rails()
-    other[0]["subnet"] = "10.8.0.0/24"
+    other[0]["ipv4_subnet"] = "10.8.0.0/24"
     split = compare({"a": _inv(), "b": _inv(other)})
     assert {v["status"] for v in split["rail_consistency"].values()} == {"unknown"}
     assert "no value on more than half" in split["rail_consistency"]["a"]["observed"]
@@ -86,3 +91,37 @@ def test_rails_are_compared_within_a_hardware_class():
     mi308 = _rails(fw="28.40.1000")
     report = compare({"a": _inv(), "b": _inv(), "m1": _inv(mi308, "MI308X"), "m2": _inv(copy.deepcopy(mi308), "MI308X")})
     assert {v["status"] for v in report["rail_consistency"].values()} == {"pass"}
+
+
+# ---------------------------------------------------------------------- on the simulated nodes (sim/profiles)
+def test_the_swapped_rails_profile_passes_every_node_check_and_only_the_cluster_names_it(sim_tree):
+    """fault-rail-swapped: every node-local check gives what its base gives (each GPU still has a NIC below its
+    switch, every port is up with its GID); its rails 0 and 1 carry each other's NIC and subnet, and the comparison
+    with two good nodes names it, on those two rails only."""
+    knowledge = dict(load_knowledge("gpu_generations"), pcie_health=load_knowledge("pcie_health"),
+                     gpu_health=load_knowledge("gpu_health"))
+    nodes = {}
+    for host, profile in (("good1", "mi300x-8gpu-spx"), ("good2", "mi300x-8gpu-spx"), ("swapped", "fault-rail-swapped")):
+        root = sim_tree(profile)
+        facts = pc.gather(root)
+        results = json.loads(json.dumps(pc.run_checks(facts, knowledge)).replace(root, "ROOT"))
+        identity = pc.node_identity(facts, knowledge)
+        nodes[host] = (results, dict(health_inventory(facts.get("health"), facts), identity=identity,
+                                     rails=pc.inventory_rails(facts)))
+    # the same verdicts; the affinity check's observation lists the NICs in GPU order, so it shows the swap
+    base = {r["id"]: r for r in nodes["good1"][0]}
+    faulty = {r["id"]: r for r in nodes["swapped"][0]}
+    assert [i for i in base if base[i] != faulty[i]] == ["rdma_gpu_nic_affinity"]
+    assert faulty["rdma_gpu_nic_affinity"]["status"] == "pass" and "mlx5_1,mlx5_0,mlx5_2" in \
+        faulty["rdma_gpu_nic_affinity"]["observed"]
+    good, swapped = nodes["good1"][1]["rails"], nodes["swapped"][1]["rails"]
+    assert [(r["nic"], r["ipv4_subnet"]) for r in swapped[:3]] == [
+        ("mlx5_1", "10.1.0.0/24"), ("mlx5_0", "10.0.0.0/24"), ("mlx5_2", "10.2.0.0/24")]
+    assert [r["rail"] for r in swapped if r != good[r["rail"]]] == [0, 1]
+    report = compare({host: inventory for host, (_results, inventory) in nodes.items()})
+    verdicts = report["rail_consistency"]
+    assert {h: v["status"] for h, v in verdicts.items()} == {"good1": "pass", "good2": "pass", "swapped": "fail"}
+    assert verdicts["swapped"]["observed"].startswith(
+        "rail 0 (GPU 0's NIC): mlx5_1 enp13s0np0 400 Gb/sec (4X NDR) fw 28.39.1002 10.1.0.0/24, 2 other node(s): "
+        "mlx5_0 enp13s0np0 400 Gb/sec (4X NDR) fw 28.39.1002 10.0.0.0/24")
+    assert report["odd_nodes"] == {"swapped": ["rail:0", "rail:1"]}

@@ -453,7 +453,7 @@ def test_no_consistency_section_without_inventories(report_dir):
 def test_cluster_consistency_names_the_node_whose_rails_are_swapped(tmp_path):
     base = str(tmp_path / "out")
     rails = [{"rail": i, "gpu": "0000:%02x:00.0" % i, "nic": "mlx5_%d" % i, "netdev": "eth%d" % i,
-              "rate": "400 Gb/sec (4X NDR)", "firmware": "28.39.1002", "subnet": "10.%d.0.0/24" % i} for i in range(2)]
+              "rate": "400 Gb/sec (4X NDR)", "fw_ver": "28.39.1002", "ipv4_subnet": "10.%d.0.0/24" % i} for i in range(2)]
     swapped = [dict(rails[1], rail=0), dict(rails[0], rail=1)]
     for host, node_rails in (("n1", rails), ("n2", rails), ("n3", swapped)):
         _write(os.path.join(base, "checks", host + ".json"),

@@ -1,6 +1,8 @@
 """Issue 24's read-only checks on every simulated node: ``online_memory`` (platform_checks.py: online memory blocks
-against the generation's minimum of AMD's acceptance guide, or platform_checks_expected.min_online_memory_gib) and
-``pcie_replay`` (pcie_health.py: amdgpu's pcie_replay_count). Each passes on every good profile and fails on its own
+against the generation's minimum of AMD's acceptance guide, or platform_checks_expected.min_online_memory_gib),
+``pcie_replay`` (pcie_health.py: amdgpu's pcie_replay_count) and the RDMA NIC checks (rdma_health.py:
+``rdma_nic_pcie_link``, ``rdma_port_state``, ``rdma_gid``; test_rdma_health.py has the rest). Each passes on every good
+profile (the RDMA checks: every profile with NICs; ``unknown`` with the reason on the others) and fails on its own
 fault profile only; its levels are the knowledge files'."""
 
 import copy
@@ -10,6 +12,7 @@ import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import expected_values as ev
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import rdma_health as rh
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import cards, load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
@@ -21,6 +24,13 @@ GOOD = "mi300x-8gpu-spx"
 OWN_FAULT = {
     "online_memory": ("fault-memory-offline", "fail", "1152 GiB online, 1152 GiB in offline blocks"),
     "pcie_replay": ("fault-pcie-replays", "fail", "0000:5c:00.0 12000 replay(s)"),
+    "rdma_nic_pcie_link": ("fault-nic-x8", "fail",
+                           "downgraded: mlx5_2 (0000:39:00.0) x8 16.0 GT/s, capable of x16 32.0 GT/s, ConnectX-7: x16 "
+                           "32.0 GT/s"),
+    "rdma_port_state": ("fault-rdma-port-down", "fail", "mlx5_5:1 (0000:b0:00.0) state 1: DOWN, phys_state 2: Polling"),
+    "rdma_gid": ("fault-gid-missing", "fail",
+                 "mlx5_6:1 (0000:c0:00.0): only link-local RoCE v2 GIDs (index 1): its netdev enp192s0np0 has no IP "
+                 "address RCCL could route to"),
 }
 GIB = 1 << 30
 
@@ -43,12 +53,16 @@ def results_of(sim_tree):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_check_passes_everywhere_but_on_its_own_fault(profile, results_of):
-    _facts, results = results_of(profile)
+    facts, results = results_of(profile)
     for check_id, (fault, status, text) in OWN_FAULT.items():
         result = results[check_id]
         if profile == fault:
             assert (result["status"], result["observed"]) == (status, text), result
             assert result["remediation"] and result["source"]
+        elif check_id in rh.CHECK_IDS and not facts["rdma"]["nics"]:
+            # the profiles without RDMA NICs (MI250X, MI210, the CPX captures): unknown, and why
+            assert (result["status"], result["observed"]) == (
+                "unknown", "no RDMA device (sys/class/infiniband missing)"), (check_id, result)
         else:
             assert result["status"] == "pass", (check_id, result)
 

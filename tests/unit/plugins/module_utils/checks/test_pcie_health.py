@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import rdma_health as rh
 from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
@@ -376,7 +377,7 @@ def _env(text):
 
 
 def test_launch_env_gets_each_groups_nics_and_gid_unless_the_user_set_one(sim_tree, sim_model):
-    options = ph.launch_rdma_options(sim_tree(GOOD))
+    options = rh.launch_rdma_options(sim_tree(GOOD))
     assert options["rdma_nics"]["0000:0c:00"] == "mlx5_0"
     assert options["rdma_ports"]["mlx5_0"] == [{"port": 1, "active": True, "gid_index": 3, "gid_reason": None}]
     files = _launch(sim_model, GOOD, options)
@@ -414,7 +415,7 @@ def _rccl_selects(value, devices):
 def test_each_group_selects_exactly_its_nics_where_names_share_prefixes(sim_tree, sim_model):
     """mlx5_1 as a prefix also selects mlx5_10..mlx5_19: on a node with 20 RDMA devices (two per NIC port and
     storage NICs) only the exact names keep a group on its own NICs."""
-    options = ph.launch_rdma_options(sim_tree(GOOD))
+    options = rh.launch_rdma_options(sim_tree(GOOD))
     devices = [("mlx5_%d" % k, 1) for k in range(20)]
     files = _launch(sim_model, GOOD, options)
     for group, nics in ((0, range(4)), (1, range(4, 8))):
@@ -429,7 +430,7 @@ def test_each_group_selects_exactly_its_nics_where_names_share_prefixes(sim_tree
 
 
 def test_groups_whose_ports_disagree_on_the_gid_index_get_none(sim_tree, sim_model):
-    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options = copy.deepcopy(rh.launch_rdma_options(sim_tree(GOOD)))
     options["rdma_ports"]["mlx5_5"][0]["gid_index"] = 5  # another address before the IPv4 one on that netdev
     files = _launch(sim_model, GOOD, options)
     assert _env(files["size4-group0.env"])["NCCL_IB_GID_INDEX"] == "3"
@@ -440,7 +441,7 @@ def test_groups_whose_ports_disagree_on_the_gid_index_get_none(sim_tree, sim_mod
 
 
 def test_a_nic_without_an_active_port_gets_no_suggestion(sim_tree, sim_model):
-    options = copy.deepcopy(ph.launch_rdma_options(sim_tree(GOOD)))
+    options = copy.deepcopy(rh.launch_rdma_options(sim_tree(GOOD)))
     options["rdma_ports"]["mlx5_2"][0]["active"] = False
     files = _launch(sim_model, GOOD, options)
     assert "NCCL_IB_HCA" not in _env(files["size4-group0.env"]) and "NCCL_IB_GID_INDEX" not in _env(
@@ -456,97 +457,6 @@ def test_launch_readme_says_why_no_nic_is_set(facts_of, sim_model):
     assert "NCCL_IB_HCA" not in files["size4-group0.env"] and "NCCL_IB_GID_INDEX" not in files["size4-group0.env"]
     assert ("RDMA: NCCL_IB_HCA not set: GPU(s) 0000:0c:00.0 have no NIC below their own PCIe switch or root port"
             in files["README"])
-
-
-# --- RDMA ports and their GID tables --------------------------------------------------------------------------
-SHOW_GIDS = os.path.join(REPO, "tests", "fixtures", "acceptance", "show_gids__connectx6-mlx5_0__ibm-spectrumscale-pr-4.txt")
-
-
-def _gid_tree(root, rows, table_len=16, link_layer="Ethernet", state="4: ACTIVE"):
-    """sys/class/infiniband/<dev>/ports/<n> as drivers/infiniband/core/sysfs.c shows it, from (dev, port, index,
-    gid, version, netdev) rows: every table entry has gids/<i> (zeros when empty), filled ones types/ndevs."""
-    for dev, port, index, gid, version, netdev in rows:
-        pdir = root / "sys" / "class" / "infiniband" / dev / "ports" / str(port)
-        for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
-            (pdir / sub).mkdir(parents=True, exist_ok=True)
-        (pdir / "state").write_text(state + "\n")
-        (pdir / "link_layer").write_text(link_layer + "\n")
-        for empty in range(table_len):
-            if not (pdir / "gids" / str(empty)).exists():
-                (pdir / "gids" / str(empty)).write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
-        (pdir / "gids" / str(index)).write_text(gid + "\n")
-        (pdir / "gid_attrs" / "types" / str(index)).write_text({"v1": "IB/RoCE v1", "v2": "RoCE v2"}[version] + "\n")
-        if netdev:
-            (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(netdev + "\n")
-    return str(root)
-
-
-def _show_gids_rows():
-    """The capture's table: DEV PORT INDEX GID [IPv4] VER DEV (the IPv4 column is empty for link-local GIDs)."""
-    with open(SHOW_GIDS, encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    rows = []
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 6 and fields[2].isdigit():
-            rows.append((fields[0], int(fields[1]), int(fields[2]), fields[3], fields[-2], fields[-1]))
-    return rows
-
-
-def test_the_connectx6_capture_has_its_ipv4_roce_v2_gid_at_index_5_not_3(tmp_path):
-    """show_gids on a ConnectX-6 (tests/fixtures/acceptance/...source.md): index 3 is a link-local RoCE v2 GID, the
-    IPv4 one is 5, so AMD's node-wide NCCL_IB_GID_INDEX=3 would send from a link-local address there."""
-    rows = _show_gids_rows()
-    assert len(rows) == 6
-    [port] = ph.read_rdma_ports(_gid_tree(tmp_path, rows), "mlx5_0")
-    assert port["port"] == 1 and port["active"] and port["link_layer"] == "Ethernet" and len(port["gids"]) == 16
-    assert port["gids"][3]["type"] == "RoCE v2" and port["gids"][3]["gid"].startswith("fe80:")
-    assert ph.roce_v2_gid_index(port) == (5, None)
-
-
-def _port(entries, link_layer="Ethernet"):
-    return {"port": 1, "state": "4: ACTIVE", "active": True, "link_layer": link_layer,
-            "gids": [dict(zip(("index", "gid", "type", "ndev"), e)) for e in entries]}
-
-
-LINK_LOCAL = "fe80:0000:0000:0000:ba3f:d2ff:fe00:1c2d"
-IPV4 = "0000:0000:0000:0000:0000:ffff:0a00:0001"
-IPV6 = "fd00:0000:0000:0001:0000:0000:0000:0001"
-ZERO = "0000:0000:0000:0000:0000:0000:0000:0000"
-
-
-@pytest.mark.parametrize("entries,link_layer,want,why", [
-    # the IPv4 RoCE v2 entry, as RCCL >= 2.21 picks it with NCCL_IB_ADDR_FAMILY=AF_INET
-    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0"), (2, IPV4, "IB/RoCE v1", "eth0"),
-      (3, IPV4, "RoCE v2", "eth0")], "Ethernet", 3, None),
-    # IPv4 before a global IPv6 address, whatever the table order
-    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0"), (5, IPV4, "RoCE v2", "eth0")], "Ethernet", 5,
-     None),
-    ([(1, LINK_LOCAL, "RoCE v2", "eth0"), (3, IPV6, "RoCE v2", "eth0")], "Ethernet", 3, None),
-    ([(0, LINK_LOCAL, "IB/RoCE v1", "eth0"), (1, LINK_LOCAL, "RoCE v2", "eth0")], "Ethernet", None,
-     "only link-local RoCE v2 GIDs (index 1)"),
-    ([(2, IPV4, "IB/RoCE v1", "eth0"), (3, IPV4, "RoCE v2", None), (4, ZERO, None, None)], "Ethernet", None,
-     "no RoCE v2 GID with a netdev"),
-    ([(0, "fe80:0000:0000:0000:b83f:d203:0000:1c2d", "IB/RoCE v1", None)], "InfiniBand", None, "is InfiniBand"),
-    ([], "Ethernet", None, "no GID table"),
-    ([(3, IPV4, "RoCE v2", "eth0")], None, None, "link layer unreadable"),
-])
-def test_roce_v2_gid_choice(entries, link_layer, want, why):
-    index, reason = ph.roce_v2_gid_index(_port(entries, link_layer))
-    assert index == want and (why is None) == (reason is None)
-    if why:
-        assert why in reason
-
-
-def test_the_simulated_ports_read_like_the_kernels(sim_tree):
-    [port] = ph.read_rdma_ports(sim_tree(GOOD), "mlx5_3")
-    assert (port["port"], port["state"], port["active"], port["link_layer"]) == (1, "4: ACTIVE", True, "Ethernet")
-    filled = [g for g in port["gids"] if g["type"]]
-    assert [(g["index"], g["type"]) for g in filled] == [
-        (0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"), (3, "RoCE v2")]
-    assert {g["ndev"] for g in filled} == {"enp93s0np0"} and port["gids"][3]["gid"] == "0000:0000:0000:0000:0000:ffff:0a03:0001"
-    assert all(g["gid"] == ZERO and g["ndev"] is None for g in port["gids"][4:])
-    assert ph.read_rdma_ports(sim_tree(GOOD), "mlx5_99") == []
 
 
 # --------------------------------------------------------------- acs_bridges: pci_acs's selection, and the ACS fix's

@@ -35,10 +35,13 @@ def test_the_configuration_points_at_the_record():
 
 
 def test_the_recorded_options_are_the_checks_and_a_later_option_needs_no_variable(tmp_path):
-    _record(tmp_path, gpu_count=8, skip=["smt"], expected={"rocm_version": "6.4.*"}, virtualization_host=True)
+    _record(tmp_path, gpu_count=8, skip=["smt"], expected={"rocm_version": "6.4.*"}, virtualization_host=True,
+            rdma_gid_index=3)
     options = drift_metrics.check_options(_config(tmp_path))
+    # rdma_gid_index came after role drift_exporter's variables: the record alone carries it to the node-local check
     assert options == {"generation": None, "gpu_count": 8, "expected": {"rocm_version": "6.4.*"}, "cpu_governor": "",
-                       "transparent_hugepage": "", "virtualization_host": True, "skip": ["smt"]}
+                       "transparent_hugepage": "", "virtualization_host": True, "rdma_gid_index": 3, "skip": ["smt"]}
+    assert "rdma_gid_index" not in drift_metrics.OVERRIDES
     # every recorded option reaches the checks, whatever drift_exporter declares
     assert set(options) == set(pc.RECORDED)
 

@@ -55,9 +55,10 @@ def test_extracted_snapshot_gives_the_same_topology(snapshot, profile):
     assert _gpu_view(discover(sysroot=str(extracted))) == _gpu_view(discover(sysroot=str(node)))
 
 
-# the health faults: the PCIe hierarchy, config space, AER counters, RDMA devices and amdgpu's RAS files must survive
+# the health faults: the PCIe hierarchy, config space, AER counters, RDMA devices (ports, GIDs, netdevs, routes) and
+# amdgpu's RAS files must survive
 HEALTH_PROFILES = ["mi300x-8gpu-spx", "fault-acs-enabled", "fault-aer-fatal", "fault-nic-far-numa",
-                   "fault-ecc-uncorrectable", "fault-mixed-partitions"]
+                   "fault-ecc-uncorrectable", "fault-mixed-partitions", "fault-rdma-port-down"]
 
 
 @pytest.mark.parametrize("profile", PROFILES + HEALTH_PROFILES)
@@ -73,7 +74,8 @@ def test_extracted_snapshot_gives_the_same_platform_checks(snapshot, profile):
     # a snapshot is judged like the node: every check, health checks included, with the same observation
     assert on_snapshot == on_node
     if profile in HEALTH_PROFILES:
-        judged = ("pci_acs", "pcie_aer", "rdma_gpu_nic_affinity", "gpu_ecc_errors", "gpu_partition_mode")
+        judged = ("pci_acs", "pcie_aer", "rdma_gpu_nic_affinity", "gpu_ecc_errors", "gpu_partition_mode",
+                  "rdma_nic_pcie_link", "rdma_port_state", "rdma_gid")
         assert not [r for r in on_snapshot if r["id"] in judged and r["status"] == "unknown"]
 
 
