@@ -554,6 +554,7 @@ def build(profile_name, dest, force=False):
     _cache_sizes(profile)
     _node_memory_kib(profile, len(layout.numa))
     _memory_blocks(profile, len(layout.numa), faults)
+    _pcie_plan(profile, gpus, layout, faults)  # the PCIe tree fits, before DEST is touched
     if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
         _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
                    profile["rdma"].get("link_layer", "Ethernet"))
@@ -614,7 +615,7 @@ def _write_pci(dest, profile, gpus, layout, faults):
         local = all_cpus if vm else layout.numa[g["numa"]]
         cur = degraded.get(pos, {})
         values = {
-            "vendor": AMD_VENDOR, "device": g["device_id"], "class": ACCEL_CLASS,
+            "vendor": AMD_VENDOR, "device": g["device_id"], "class": pcie.get("gpu_class", ACCEL_CLASS),
             "subsystem_vendor": AMD_VENDOR,
             "numa_node": "-1" if vm else str(g["numa"]),
             "local_cpulist": cpulist(local), "local_cpus": cpumask(local, layout.nr_cpus),
@@ -640,37 +641,39 @@ def _pci_numa_files(numa, layout, vm):
             "local_cpus": cpumask(local, layout.nr_cpus)}
 
 
+def _pcie_plan(profile, gpus, layout, faults):
+    """The profile's PCIe tree (``sim/pcie_tree.py`` ``profile_plan``), None without ``pcie_tree``; a ProfileError when
+    it does not fit (``build`` asks before the destination is touched)."""
+    if not profile.get("pcie_tree"):
+        return None
+    try:
+        return pcie_tree.profile_plan(profile["pcie_tree"], profile.get("rdma"), gpus, faults, len(layout.numa))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ProfileError(f"profile {profile['name']}: pcie_tree: {exc}") from exc
+
+
 def _write_pcie_tree(dest, profile, gpus, layout, faults):
-    """Profiles with ``pcie_tree``: the bridges above each GPU, RDMA NICs (``rdma``), every function's binary
-    ``config`` and AER counters, ``sys/bus/pci/devices/<bdf>`` as symlinks into ``sys/devices`` (as Linux shows
-    them) and ``sys/class/infiniband/<name>``. Returns ``{gpu bdf: its real directory}`` ({} without the key)."""
-    tree = profile.get("pcie_tree")
-    if not tree:
+    """Profiles with ``pcie_tree``: the bridges above each GPU, NICs (``rdma``: RDMA devices; ``pcie_tree.nics``:
+    NICs that are none), every function's binary ``config`` and AER counters, ``sys/bus/pci/devices/<bdf>`` as
+    symlinks into ``sys/devices`` (as Linux shows them) and ``sys/class/infiniband/<name>`` for RDMA NICs. Returns
+    ``{gpu bdf: its real directory}`` ({} without the key)."""
+    layout_plan = _pcie_plan(profile, gpus, layout, faults)
+    if not layout_plan:
         return {}
     rdma = profile.get("rdma") or {}
     vm = faults.get("numa_node_minus1", False)
-    try:
-        layout_plan = pcie_tree.plan([{"bdf": g["bdf"], "numa": g["numa"]} for g in gpus], int(rdma.get("nics", 0)),
-                                     faults.get("nic_far_numa") or (), len(layout.numa))
-    except ValueError as exc:
-        raise ProfileError(f"profile {profile['name']}: pcie_tree: {exc}") from exc
-    bdf_of_gpu = {pos: g["bdf"] for pos, g in enumerate(gpus)}
-    acs_faults = {}
-    for item in faults.get("acs_enabled") or []:
-        device = next(d for d in layout_plan["devices"] if d["bdf"] == bdf_of_gpu[item["gpu"]])
-        acs_faults[device["path"][{"root_port": 0, "switch_up": 1, "switch_down": 2}[item["bridge"]]]] = \
-            int(str(item["control"]), 0)
-    aer_faults = {}
-    for item in faults.get("aer") or []:
-        aer_faults.setdefault(bdf_of_gpu[item["gpu"]], {})[item["kind"]] = item["counts"]
+    ids = layout_plan["ids"]
     pcie = profile["pcie"]
+    gpu_class = pcie.get("gpu_class", ACCEL_CLASS)
     speed, width = pcie.get("max_speed", pcie["speed"]).split()[0], int(pcie.get("max_width", pcie["width"]))
     rdma_faults = _rdma_faults(profile, faults)
     # a NIC trained below its link (faults.nic_pcie_degraded): current_link_* only, max_link_* keep the capability
     nic_links = {layout_plan["nics"][k]["bdf"]: spec for k, spec in rdma_faults["degraded"].items()}
+    gpu_by_bdf = {g["bdf"]: g for g in gpus}
     gpu_dirs = {}
     links = os.path.join(dest, PCI_DEVICES)
     os.makedirs(links, exist_ok=True)
+    aspm = layout_plan["aspm"]
     for device in layout_plan["devices"]:
         kind = device["kind"]
         d = pcie_tree.sysfs_dir(dest, device)
@@ -678,18 +681,18 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         os.symlink(os.path.relpath(d, links), os.path.join(links, device["bdf"]))
         if kind == "gpu":
             gpu_dirs[device["bdf"]] = d
-            gpu = next(g for g in gpus if g["bdf"] == device["bdf"])
-            ident = (AMD_VENDOR, gpu["device_id"], ACCEL_CLASS)
-            space = pcie_tree.config_bytes(*ident, 0, speed, width, ari=True, aspm=tree.get("aspm", 0),
-                                           rebar=tuple(tree["gpu_rebar"]))
+            ident = (AMD_VENDOR, gpu_by_bdf[device["bdf"]]["device_id"], gpu_class)
+            space = pcie_tree.config_bytes(*ident, 0, speed, width, ari=True, aspm=aspm, rebar=layout_plan["rebar"],
+                                           multifunction=device["multifunction"])
         else:
-            spec = tree["root_port"] if kind == "root_port" else (rdma if kind == "nic" else tree["switch"])
-            ident = (spec["vendor"], spec["device"], spec["class"])
+            if kind == "root_port":
+                ident = ids["nic_port"] if device["serves"] == "nic" else ids["root_port"]
+            else:
+                ident = ids["nic"] if kind == "nic" else ids["switch"]
             port = {"root_port": 4, "switch_up": 5, "switch_down": 6, "nic": 0}[kind]
-            acs = None if kind == "nic" else acs_faults.get(device["bdf"], int(str(tree.get("acs", 0)), 0))
+            acs = None if kind == "nic" else layout_plan["acs"].get(device["bdf"], layout_plan["acs_default"])
             space = pcie_tree.config_bytes(*ident, port, speed, width, bridge=device.get("bus_range"), acs=acs,
-                                           aspm=tree.get("aspm", 0), ari_forwarding=port in (4, 6),
-                                           ari=kind == "nic")
+                                           aspm=aspm, ari_forwarding=port in (4, 6), ari=kind == "nic")
             degraded = nic_links.get(device["bdf"], {})
             values = {"vendor": ident[0], "device": ident[1], "class": ident[2],
                       "current_link_width": str(degraded.get("width", width)), "max_link_width": str(width),
@@ -701,15 +704,18 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
         with open(os.path.join(d, "config"), "wb") as fh:
             fh.write(space)
         _files_written[0] += 1
-        if kind in ("gpu", "nic"):
-            counts = aer_faults.get(device["bdf"], {})
+        if kind == "nic" or (kind == "gpu" and device["physical"]):  # CPX partitions: no PCI function of their own
+            counts = layout_plan["aer"].get(device["bdf"], {})
             for aer_kind in ("correctable", "nonfatal", "fatal"):
                 _write(os.path.join(d, f"aer_dev_{aer_kind}"), pcie_tree.aer_text(aer_kind, counts.get(aer_kind)))
+    if layout_plan["nic_class"]:  # NICs of another driver's class (HPE Slingshot: cxi0..), no RDMA device
+        _write_nic_class(dest, layout_plan["nic_class"], [os.path.realpath(os.path.join(links, nic["bdf"]))
+                                                          for nic in layout_plan["nics"]])
     ib = os.path.join(dest, "sys", "class", "infiniband")
     net = os.path.join(dest, "sys", "class", "net")
     port_spec = dict(RDMA_PORT, **(rdma.get("port") or {}))
     routes = []
-    for k, nic in enumerate(layout_plan["nics"]):
+    for k, nic in enumerate(layout_plan["nics"] if layout_plan["rdma"] else ()):  # pcie_tree.nics: no RDMA device
         nic_dir = os.path.realpath(os.path.join(links, nic["bdf"]))
         card = rdma_faults["identity"].get(k, k)  # the card in slot k: its name, GUID, MAC and rail subnet
         name = f"{rdma.get('name_prefix', 'mlx5_')}{card}"
@@ -748,7 +754,7 @@ def _write_pcie_tree(dest, profile, gpus, layout, faults):
             os.symlink(os.path.relpath(nd_dir, net), os.path.join(net, netdev))
             routes.extend((netdev, ipaddress.ip_network(f"{ip}/{IPV4_PREFIX}", strict=False))
                           for ip in _ipv4_addresses(addresses, card))
-    if layout_plan["nics"]:
+    if layout_plan["rdma"] and layout_plan["nics"]:
         _write_routes(dest, routes)
     return gpu_dirs
 
@@ -836,6 +842,18 @@ def _rdma_faults(profile, faults):
         a, b = (position("rail_swapped", k) for k in swapped)
         identity = {a: b, b: a}
     return {"degraded": degraded, "down": down, "no_ipv4": no_ipv4, "identity": identity}
+
+
+def _write_nic_class(dest, name, nic_dirs):
+    """``sys/class/<name>/<name><k>`` -> ``<NIC's PCI dir>/<name>/<name><k>``, whose ``device`` links back to the NIC,
+    as a driver's class device below its PCI parent (HewlettPackard/shs-cxi-driver: sys/class/cxi/cxi*/device)."""
+    cls = os.path.join(dest, "sys", "class", name)
+    os.makedirs(cls)
+    for k, nic_dir in enumerate(nic_dirs):
+        cdir = os.path.join(nic_dir, name, f"{name}{k}")
+        os.makedirs(cdir)
+        os.symlink(os.path.join("..", ".."), os.path.join(cdir, "device"))
+        os.symlink(os.path.relpath(cdir, cls), os.path.join(cls, f"{name}{k}"))
 
 
 # GID tables of the simulated RDMA ports, as drivers/infiniband/core/sysfs.c shows them under ports/<n>: gids/<i> for

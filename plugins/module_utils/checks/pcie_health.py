@@ -35,6 +35,9 @@ from .pci_config import EXT_CAP_ARI, ConfigSpace, human_bytes
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 AER_KINDS = ("correctable", "nonfatal", "fatal")
 HEST_TABLE = "sys/firmware/acpi/tables/HEST"
+# HPE Slingshot NICs (Cassini, 17db:0501 / 1590:0371): the cxi driver registers them in sys/class/cxi (cxi0..) for the
+# libfabric CXI provider, not in sys/class/infiniband (HewlettPackard/shs-cxi-driver ARCHITECTURE.md)
+FABRIC_NIC_CLASSES = {"cxi": "HPE Slingshot"}
 
 
 # ------------------------------------------------------------------------------------------------ gather
@@ -115,7 +118,10 @@ def gather(sysroot="/"):
     # APEI's Hardware Error Source Table: the firmware may own PCIe error handling (firmware-first), see check_aer;
     # listed, not read (the table itself is root-only)
     hest = os.path.basename(HEST_TABLE) in list_dir(join(sysroot, os.path.dirname(HEST_TABLE)))
-    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": is_dir(ib), "hest": hest}
+    # NICs whose driver is no RDMA verbs driver, by the class it registers them in (listed, not judged)
+    fabric = {cls: list_dir(join(sysroot, os.path.join("sys/class", cls))) for cls in FABRIC_NIC_CLASSES}
+    return {"gpus": gpus, "nics": nics, "bridges": bridges, "rdma_dir": is_dir(ib), "hest": hest,
+            "fabric_nics": {cls: names for cls, names in fabric.items() if names}}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -330,9 +336,18 @@ def check_affinity(facts, knowledge):
     source = spec.get("source", "")
     expected = "every GPU with a NIC below its own PCIe switch, else on its NUMA node; no NIC on a GPU-less NUMA node"
     if not facts["nics"]:
-        return _result("rdma_gpu_nic_affinity", "unknown", "no RDMA device (sys/class/infiniband %s)" % (
-            "empty" if facts.get("rdma_dir") else "missing"), expected,
-            "nothing to pair: a node without RDMA NICs runs single-node jobs only", source)
+        observed = "no RDMA device (sys/class/infiniband %s)" % ("empty" if facts.get("rdma_dir") else "missing")
+        fabric = facts.get("fabric_nics") or {}
+        if fabric:
+            # a fabric RCCL reaches through libfabric (the aws-ofi-rccl plugin), not through NCCL_IB_HCA
+            observed += "; %s" % "; ".join("%s NIC(s) %s (sys/class/%s)" % (
+                FABRIC_NIC_CLASSES.get(cls, cls), _short(sorted(names)), cls) for cls, names in sorted(fabric.items()))
+            return _result("rdma_gpu_nic_affinity", "unknown", observed, expected, spec.get(
+                "fabric_note", "these NICs are no RDMA verbs device: RCCL reaches them through libfabric (the "
+                "aws-ofi-rccl plugin), which this check does not pair with the GPUs"), "%s; %s" % (
+                source, spec["fabric_source"]) if spec.get("fabric_source") else source)
+        return _result("rdma_gpu_nic_affinity", "unknown", observed, expected,
+                       "nothing to pair: a node without RDMA NICs runs single-node jobs only", source)
     if not facts["gpus"]:
         return _result("rdma_gpu_nic_affinity", "unknown", "no GPU", expected, "nothing to pair", source)
     if any(n["numa_node"] is None or n["numa_node"] < 0 for n in facts["nics"] + facts["gpus"]):

@@ -75,6 +75,8 @@ FILES = (
 CACHE_ATTRIBUTES = ("level", "type", "size", "shared_cpu_map")
 PCI_ATTRIBUTES = ("vendor", "device", "class", "numa_node", "local_cpulist", "local_cpus", "current_link_width",
                   "max_link_width", "current_link_speed", "max_link_speed", "fw_version/mec_fw_version")
+# PCI classes kept besides AMD's functions: PCI-to-PCI bridges (0x0604) and network controllers (0x02)
+PCI_CLASSES_KEPT = (b"0x0604", b"0x02")
 DEVICES = ("dev/kfd", "dev/dri/renderD*", "dev/dri/card*")
 # sysfs files report a 4 KiB size whatever they hold; nothing topotune reads is larger than this
 MAX_FILE = 1 << 20
@@ -182,9 +184,13 @@ def collect(sysroot="/"):
     pci = os.path.join(sysroot, "sys/bus/pci/devices")
     for bdf in sorted(os.listdir(pci)) if os.path.isdir(pci) else []:
         vendor = _read(os.path.join(pci, bdf, "vendor"))
-        if vendor is None or vendor.strip().decode("ascii", "replace") != AMD_VENDOR:
+        amd = vendor is not None and vendor.strip().decode("ascii", "replace") == AMD_VENDOR
+        # the bridges and NICs too, with the header bytes hwloc reads bus numbers from: the GPUs' PCIe tree and the
+        # NICs beside them (also those no check reads, e.g. HPE Slingshot) as hwloc shows them on the node
+        kept = amd or (_read(os.path.join(pci, bdf, "class")) or b"").startswith(PCI_CLASSES_KEPT)
+        if not kept:
             continue
-        for attr in PCI_ATTRIBUTES:
+        for attr in PCI_ATTRIBUTES + (() if amd else ("config",)):
             data = _read(os.path.join(pci, bdf, attr))
             if data is not None:
                 files["sys/bus/pci/devices/%s/%s" % (bdf, attr)] = data

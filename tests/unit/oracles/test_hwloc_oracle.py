@@ -71,6 +71,12 @@ def run_hwloc(root, tmp_path):
         return fh.read(), cores
 
 
+def _amd_gpu(pci_type):
+    """hwloc's ``pci_type`` (``"0380 [1002:740c] [1002:0b0c] 01"``) of an AMD GPU: class 0x12 (processing accelerator,
+    MI300) or an AMD class 0x03 (display controller: MI200 GCDs)."""
+    return pci_type.startswith("12") or (pci_type.startswith("03") and " [1002:" in pci_type)
+
+
 class Hwloc:
     """The machine hwloc found: objects in hwloc's logical (depth-first) order."""
 
@@ -95,7 +101,7 @@ class Hwloc:
             node = int(elem.get("os_index"))
             self.numa[node] = bitmap(elem.get("cpuset"))
             self.memory[node] = int(elem.get("local_memory", 0))
-        elif kind == "PCIDev" and elem.get("pci_type", "").startswith("12"):  # class 0x12: accelerators
+        elif kind == "PCIDev" and _amd_gpu(elem.get("pci_type", "")):
             parent = next(a for a in reversed(ancestors) if a.get("type") not in IO_TYPES)
             self.gpus[elem.get("pci_busid")] = {
                 "parent": parent.get("type"), "nodeset": bitmap(parent.get("nodeset"))}

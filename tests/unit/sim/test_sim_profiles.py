@@ -90,7 +90,22 @@ class Tree:
         return None
 
     def accel_bdfs(self):
-        return sorted(b for b, v in self.pci.items() if v["vendor"] == "0x1002" and v["class"] == "0x120000")
+        """AMD GPU functions: class 0x12 (processing accelerator, MI300) or 0x03 (display controller, MI200 GCDs)."""
+        return sorted(b for b, v in self.pci.items() if v["vendor"] == "0x1002" and v["class"][:4] in ("0x12", "0x03"))
+
+    def pci_path(self, bdf):
+        """The bridges above ``bdf`` (root port first), read off the sys/bus/pci/devices symlink into sys/devices;
+        None when the entry is a plain directory (a flat tree)."""
+        link = os.path.join(self.root, PCI, bdf)
+        if not os.path.islink(link):
+            return None
+        real = os.path.relpath(os.path.realpath(link), os.path.join(os.path.realpath(self.root), "sys", "devices"))
+        parts = real.split(os.sep)
+        assert parts[0] == "pci%s" % (parts[1][:7] if len(parts) > 1 else "")  # pci<domain>:<root bus>
+        return parts[1:-1]
+
+    def classes(self, prefix):
+        return sorted(b for b, v in self.pci.items() if v.get("class", "").startswith(prefix))
 
     def cpus(self):
         base = os.path.join(self.root, "sys/devices/system/cpu")
@@ -195,6 +210,11 @@ CHECKS = {
     "nic_numa": lambda t, v: [numa for _unused, numa in sorted(t.rdma_numa().items())] == v,
     "acs_enabled_bridges": lambda t, v: sorted(
         b for b in t.pci if (t.acs_control(b) or 0) != 0) == v,
+    # PCIe hierarchy: the bridges above each named function (root port first), the number of bridges, the network
+    # functions (class 0x02)
+    "pcie_paths": lambda t, v: {b: t.pci_path(b) for b in v} == v,
+    "pci_bridges": lambda t, v: len(t.classes("0x0604")) == v,
+    "network_bdfs": lambda t, v: t.classes("0x02") == v,
     "aer_fatal_bdfs": lambda t, v: sorted(
         b for b, files in t.pci.items() if files.get("aer_dev_fatal", "").endswith(tuple(
             f"TOTAL_ERR_FATAL {n}" for n in range(1, 100)))) == v,

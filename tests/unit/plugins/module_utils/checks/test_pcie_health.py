@@ -2,6 +2,7 @@
 
 import copy
 import os
+import sys
 
 import pytest
 
@@ -12,6 +13,10 @@ from ansible_collections.topotune.instinct.plugins.module_utils.launch.render im
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "sim"))
+import sysroot  # noqa: E402 - sim/ is not a package
+
+PROFILES = [name for name, _unused in sysroot.list_profiles()]
 KNOWLEDGE = load_knowledge("pcie_health")
 GENERATIONS = load_knowledge("gpu_generations")
 
@@ -76,6 +81,97 @@ def test_each_fault_fails_its_check_only(profile, facts_of):
     assert results[check_id]["remediation"] and results[check_id]["source"] == KNOWLEDGE[KNOWLEDGE_KEY[check_id]]["source"]
     others = {i: r["status"] for i, r in results.items() if i != check_id}
     assert set(others.values()) == {"pass"}, others
+
+
+# ------------------------------------------------------------------------------- every simulated profile
+# What each profile's tree gives every PCIe check: pass unless named here. Profiles without pcie_tree (flat
+# sys/bus/pci/devices, no NICs) are unknown on the checks that need the hierarchy or config space.
+FLAT = {i: "unknown" for i in ph.CHECK_IDS if i != "pcie_replay"}
+NOT_PASS = {
+    "mi210-8gpu-2hive": FLAT,
+    "fault-truncated-kfd": FLAT,
+    # HPE Slingshot NICs (sys/class/cxi), no RDMA device: nothing NCCL_IB_HCA could pair
+    "mi250x-8gcd": {"rdma_gpu_nic_affinity": "unknown"},
+    # a VM: numa_node -1 on every device
+    "fault-numa-minus1": {"rdma_gpu_nic_affinity": "unknown"},
+}
+NOT_PASS.update({name: {check_id: status} for name, (check_id, status, _text) in FAULTS.items()})
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_gets_its_verdicts(profile, sim_tree):
+    """Good profiles pass every PCIe check, each fault profile fails only its own, and a profile that cannot be
+    judged is named in NOT_PASS: as the platform checks report them, with the node's generation (its levels)."""
+    results = pc.run_checks(pc.gather(sim_tree(profile)), dict(GENERATIONS, pcie_health=KNOWLEDGE))
+    got = {r["id"]: r["status"] for r in results if r["id"] in ph.CHECK_IDS}
+    want = dict({i: "pass" for i in ph.CHECK_IDS}, **NOT_PASS.get(profile, {}))
+    assert got == want, {r["id"]: r["observed"] for r in results if r["id"] in ph.CHECK_IDS}
+
+
+def test_the_profile_table_is_complete():
+    """Every profile with a pcie_tree is judged on it: the MI250X and CPX trees included (issue 24)."""
+    with_tree = {name for name in PROFILES if sysroot.load_profile(name).get("pcie_tree")}
+    assert {"mi250x-8gcd", "mi300x-8gpu-cpx", "mi300x-8gpu-cpx64", "mi308x-cpx", GOOD} <= with_tree
+    assert set(PROFILES) - with_tree == {"mi210-8gpu-2hive", "fault-truncated-kfd"}
+    assert {name for name, table in NOT_PASS.items() if table is FLAT} == set(PROFILES) - with_tree
+
+
+def test_slingshot_nics_are_named_and_not_paired(facts_of):
+    """mi250x-8gcd: the EX235a's Cassini NICs are no RDMA device; the result names them and says how RCCL reaches
+    them instead of claiming the node runs single-node jobs only."""
+    facts = facts_of("mi250x-8gcd")
+    assert facts["nics"] == [] and facts["fabric_nics"] == {"cxi": ["cxi0", "cxi1", "cxi2", "cxi3"]}
+    res = _by_id(ph.run_checks(facts, KNOWLEDGE))["rdma_gpu_nic_affinity"]
+    assert res["observed"] == ("no RDMA device (sys/class/infiniband missing); HPE Slingshot NIC(s) cxi0, cxi1, cxi2, cxi3 "
+                               "(sys/class/cxi)")
+    assert "aws-ofi-rccl" in res["remediation"] and "single-node" not in res["remediation"]
+    assert KNOWLEDGE["rdma_affinity"]["fabric_source"] in res["source"]
+    plain = _by_id(ph.run_checks(dict(facts, fabric_nics={}), KNOWLEDGE))["rdma_gpu_nic_affinity"]
+    assert plain["observed"] == "no RDMA device (sys/class/infiniband missing)" and "single-node" in plain["remediation"]
+
+
+def test_mi250x_gcds_sit_directly_below_root_ports(facts_of):
+    facts = facts_of("mi250x-8gcd")
+    paths = {g["bdf"]: g["path"] for g in facts["gpus"]}
+    assert paths["0000:c1:00.0"] == ["0000:c0:07.1"] and paths["0000:c6:00.0"] == ["0000:c4:07.1"]
+    assert sorted(facts["bridges"]) == sorted(p[0] for p in paths.values())  # only the GCDs' root ports are judged
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE))
+    assert results["pci_acs"]["observed"] == "ACS off on 8 bridge(s) (0 without the capability)"
+    assert results["pcie_aspm"]["observed"] == "ASPM disabled on 16 link end(s)"
+    # no resizable BAR capability modelled: the captured visible VRAM (all of it) decides
+    assert results["gpu_large_bar"]["observed"] == "no resizable BAR capability; whole VRAM visible (63GB) on 8 GPU(s)"
+    # an ACS bit on a GCD's root port fails, as on the switch ports of an MI300X node
+    facts = copy.deepcopy(facts)
+    facts["bridges"]["0000:c4:07.1"] = _acs(facts["bridges"]["0000:c4:07.1"], 0x0004)
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pci_acs"]["observed"] == "0000:c4:07.1 ACSCtl ReqRedir+ (0x0004)"
+
+
+@pytest.mark.parametrize("profile, gpus, functions", [("mi300x-8gpu-cpx", 8, 63), ("mi308x-cpx", 8, 32)])
+def test_cpx_checks_judge_each_physical_gpu_once(profile, gpus, functions, facts_of):
+    """CPX partitions are functions of their GPU's slot here: they share its bridges and NIC, and each check judges
+    the GPU (its lowest function) once; AER counters are the GPU's."""
+    facts = facts_of(profile)
+    assert len(facts["gpus"]) == functions and len(ph._physical(facts["gpus"])) == gpus
+    by_slot = {}
+    for gpu in facts["gpus"]:
+        by_slot.setdefault(gpu["bdf"].rsplit(".", 1)[0], set()).add(tuple(gpu["path"]))
+    assert all(len(paths) == 1 for paths in by_slot.values()) and len(by_slot) == gpus
+    assert [g["aer"]["fatal"] is not None for g in facts["gpus"]].count(True) == gpus
+    results = _by_id(ph.run_checks(facts, KNOWLEDGE))
+    assert results["pcie_aer"]["observed"] == "%d device(s) within the limits" % (gpus + 8)
+    assert results["pcie_10bit_tags"]["observed"] == "enabled on %d GPU(s)" % gpus
+    assert results["gpu_large_bar"]["observed"] == "BAR at 256GB on %d GPU(s)" % gpus
+    aff = ph.nic_affinity(facts)
+    assert [p["level"] for p in aff["pairs"]] == ["switch"] * gpus
+    assert aff["nccl_ib_hca"] == "=" + ",".join("mlx5_%d" % k for k in range(8))
+    # a partition function's own config bytes do not count: only the GPU's
+    facts = copy.deepcopy(facts)
+    partition = next(g for g in facts["gpus"] if g["bdf"].endswith(".1"))
+    partition["config"] = _devctl2(partition["config"], 0)
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE))["pcie_10bit_tags"]["status"] == "pass"
+    physical = next(g for g in facts["gpus"] if g["bdf"] == partition["bdf"][:-1] + "0")
+    physical["config"] = _devctl2(physical["config"], 0)
+    assert _by_id(ph.run_checks(facts, KNOWLEDGE, {"name": "MI300X"}))["pcie_10bit_tags"]["status"] == "fail"
 
 
 def test_gather_resolves_the_pci_path(facts_of):
@@ -206,7 +302,7 @@ def test_standard_space_only_still_decodes_the_pcie_capability(facts_of):
 
 
 def test_flat_tree_without_hierarchy_is_unknown(facts_of):
-    facts = facts_of("mi250x-8gcd")  # a profile without pcie_tree: flat sys/bus/pci/devices dirs, no NICs
+    facts = facts_of("mi210-8gpu-2hive")  # a profile without pcie_tree: flat sys/bus/pci/devices dirs, no NICs
     results = _by_id(ph.run_checks(facts, KNOWLEDGE))
     assert results["pci_acs"]["status"] == "unknown" and "not a link into sys/devices" in results["pci_acs"]["observed"]
     assert results["rdma_gpu_nic_affinity"]["status"] == "unknown"

@@ -108,7 +108,9 @@ def test_hwloc_sees_the_same_machine_in_the_snapshot(snapshot):
 
     seen = lstopo(extracted)
     assert seen == lstopo(node)
-    assert seen.count("L3 L#") == 8 and seen.count("ProcessingAccelerator") == 8
+    # the EX235a's PCIe tree: 8 GCDs (display controllers), each below its own root port, and 4 Slingshot NICs
+    assert seen.count("L3 L#") == 8 and seen.count("(Display)") == 8 and seen.count("(Ethernet)") == 4
+    assert seen.count("PCIBridge") == 12 and seen.count("HostBridge") == 8
 
 
 def test_archive_records_devices_smi_and_stays_compact(snapshot):
@@ -119,7 +121,7 @@ def test_archive_records_devices_smi_and_stays_compact(snapshot):
     assert (extracted / "smi" / "rocm-smi_showtopo.txt").read_text() == "fake\n"
     assert (extracted / "dev" / "kfd").is_file()
     assert oct(os.stat(archive).st_mode & 0o777) == "0o600"
-    # only AMD GPU PCI attributes, not every file of the node's tree
+    # only the PCI attributes of AMD GPUs, bridges and NICs, not every file of the node's tree
     assert all(p.startswith(("sys/", "proc/")) for p in meta["unreadable"])
     assert os.path.getsize(archive) < 200 * 1024
 
