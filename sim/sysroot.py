@@ -93,13 +93,20 @@ DEFAULTS = {
     "amdgpu": {},
     "kernel_release": "6.8.0-45-generic",  # the BOOT_IMAGE of the default cmdline
     "kernel_log": [],                       # lines of the boot's kernel log (KERNEL_LOG_FILE)
+    # the installed ROCm (opt/rocm/.info/version) and the OS (etc/os-release): a pair AMD's compatibility matrix lists
+    # for ROCm 6.4.1 (knowledge/rocm_compatibility.yml: Ubuntu 24.04.2 with the 6.8 GA kernel of kernel_release), the
+    # release whose amdgpu-dkms is the 6.12.12 of the profiles' amdgpu.module_version; the build number is illustrative
+    "rocm_version": "6.4.1-112",
+    "os_release": {"NAME": "Ubuntu", "VERSION": "24.04.2 LTS (Noble Numbat)", "ID": "ubuntu", "ID_LIKE": "debian",
+                   "PRETTY_NAME": "Ubuntu 24.04.2 LTS", "VERSION_ID": "24.04", "VERSION_CODENAME": "noble"},
 }
 
 
 FAULT_KEYS = ("pcie_degraded", "absent_gpus", "numa_node_minus1", "no_cpufreq", "kfd_truncate",
               "acs_enabled", "nic_far_numa", "aer",
               "ras_errors", "bad_pages", "gpu_firmware", "gpu_partition", "xgmi_link_down", "pcie_replays",
-              "memory_offline", "nic_pcie_degraded", "rdma_port_down", "rdma_no_ipv4", "rail_swapped")
+              "memory_offline", "nic_pcie_degraded", "rdma_port_down", "rdma_no_ipv4", "rail_swapped",
+              "gpu_busy")
 # What module_utils/checks/gpu_health.py reads as the boot's kernel log under a sysroot other than /.
 KERNEL_LOG_FILE = "var/log/topotune/kernel-boot.log"
 
@@ -555,6 +562,9 @@ def build(profile_name, dest, force=False):
     _node_memory_kib(profile, len(layout.numa))
     _memory_blocks(profile, len(layout.numa), faults)
     _pcie_plan(profile, gpus, layout, faults)  # the PCIe tree fits, before DEST is touched
+    _gpu_busy_faults(profile, len(gpus))  # the GPU utilization faults, temperatures and the OS release, before DEST
+    _idle_temperatures(profile)           # is touched
+    _os_release(profile)
     if profile.get("pcie_tree") and profile.get("rdma"):  # the GID layout, before DEST is touched
         _gid_table(profile, profile["rdma"], 0, "0000:00:00.0", "0000:0000:0000:0000",
                    profile["rdma"].get("link_layer", "Ethernet"))
@@ -916,13 +926,63 @@ def _pci_device_dir(dest, bdf):
     return os.path.join(dest, PCI_DEVICES, bdf)
 
 
+# amdgpu's hwmon channels (amdgpu_pm.c: temp1 edge, temp2 junction, temp3 mem; millidegrees Celsius) and the idle
+# readings a profile without amdgpu.temperatures gets: junction 55 °C and mem 43 °C are the example idle node of AMD's
+# acceptance guide (docs/common/health-checks.md "Monitor Utilization Metrics": GPU_T 55 °C, MEM_T 43 °C); edge is
+# illustrative. Profiles of MI300-series GPUs list junction and mem only: amdgpu hides the edge channel on GC 9.4.3
+HWMON_CHANNELS = {"edge": 1, "junction": 2, "mem": 3}
+IDLE_TEMPERATURES = {"edge": 50000, "junction": 55000, "mem": 43000}
+
+
+def _gpu_busy_faults(profile, count):
+    """Fault ``gpu_busy``: ``{gpu position: {gpu_busy_percent, mem_busy_percent, temperatures}}`` (a GPU busy and hot
+    while no process holds it), checked before the tree is touched."""
+    out = {}
+    for item in profile["faults"].get("gpu_busy") or []:
+        gpu = item.get("gpu") if isinstance(item, dict) else None
+        busy = [item.get(k, 0) for k in ("gpu_busy_percent", "mem_busy_percent")] if isinstance(item, dict) else []
+        temps = (item.get("temperatures") or {}) if isinstance(item, dict) else {}
+        if not (isinstance(gpu, int) and not isinstance(gpu, bool) and 0 <= gpu < count
+                and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 100 for b in busy)
+                and isinstance(temps, dict) and set(temps) <= set(HWMON_CHANNELS)
+                and all(isinstance(t, int) and not isinstance(t, bool) for t in temps.values())):
+            raise ProfileError(f"profile {profile['name']}: faults.gpu_busy lists {{gpu: 0-{count - 1}, "
+                               f"gpu_busy_percent: 0-100, mem_busy_percent: 0-100, temperatures: {{edge|junction|mem: "
+                               f"millidegrees}}}}, not {item!r}")
+        out[gpu] = item
+    return out
+
+
+def _idle_temperatures(profile):
+    """``amdgpu.temperatures``: hwmon label -> millidegrees of an idle GPU (IDLE_TEMPERATURES when not given),
+    checked before the tree is touched."""
+    temperatures = (profile.get("amdgpu") or {}).get("temperatures") or IDLE_TEMPERATURES
+    if not (isinstance(temperatures, dict) and set(temperatures) <= set(HWMON_CHANNELS)
+            and all(isinstance(t, int) and not isinstance(t, bool) for t in temperatures.values())):
+        raise ProfileError(f"profile {profile['name']}: amdgpu.temperatures maps edge, junction, mem to millidegrees, "
+                           f"not {temperatures!r}")
+    return temperatures
+
+
+def _os_release(profile):
+    """``os_release``: os-release(5) fields -> strings (checked before the tree is touched)."""
+    release = profile.get("os_release") or {}
+    if not (isinstance(release, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in release.items())):
+        raise ProfileError(f"profile {profile['name']}: os_release maps os-release(5) fields to strings, not {release!r}")
+    return release
+
+
 def _write_amdgpu(dest, profile, gpus, faults):
     """amdgpu's files of each physical GPU (its lowest PCI function: CPX partitions are functions of one device in
     this tree, but amdgpu has one device and amdkfd ORs the partition into location_id): partition modes,
-    vbios_version, mem_info_vram_total, ras/<block>_err_count ("ue: N\nce: N"), ras/gpu_vram_bad_pages; per-GPU
-    faults change firmware, VBIOS, partition, counters. Also the kernel release, the ROCm version (when the profile
-    sets one) and the boot's kernel log."""
+    vbios_version, mem_info_vram_total, ras/<block>_err_count ("ue: N\nce: N"), ras/gpu_vram_bad_pages,
+    gpu_busy_percent, mem_busy_percent and hwmon/hwmon<N>/temp<i>_{input,label}; per-GPU faults change firmware,
+    VBIOS, partition, counters, utilization and temperatures. Also the kernel release, the ROCm version, the OS
+    release (etc/os-release), the boot's kernel log, and the process table the GPU users are read from: PID 1
+    (systemd) with its standard descriptors on /dev/null, no process holding /dev/kfd or a render node (an idle
+    node)."""
     spec = profile.get("amdgpu") or {}
+    busy_faults = _gpu_busy_faults(profile, len(gpus))
     firmware = profile.get("firmware") or {}
     ras = {(e["gpu"], e["block"]): e for e in faults.get("ras_errors", [])}
     bad = {e["gpu"]: e["count"] for e in faults.get("bad_pages", [])}
@@ -934,10 +994,23 @@ def _write_amdgpu(dest, profile, gpus, faults):
         slot = g["bdf"].rsplit(".", 1)[0]
         if slot not in first or g["bdf"] < gpus[first[slot]]["bdf"]:
             first[slot] = pos
-    for pos in sorted(first.values()):
+    temperatures = _idle_temperatures(profile)
+    for hwmon, pos in enumerate(sorted(first.values())):
         d = _pci_device_dir(dest, gpus[pos]["bdf"])
         over = fw_over.get(pos, {})
         part = part_over.get(pos, {})
+        busy = busy_faults.get(pos, {})
+        # amdgpu_pm.c: the SMU's activity in percent; hwmon: one directory per device (hwmon numbers are the
+        # kernel's, global over the node's devices: illustrative here)
+        _write(os.path.join(d, "gpu_busy_percent"), f"{busy.get('gpu_busy_percent', 0)}\n")
+        _write(os.path.join(d, "mem_busy_percent"), f"{busy.get('mem_busy_percent', 0)}\n")
+        hw = os.path.join(d, "hwmon", f"hwmon{hwmon + 2}")
+        os.makedirs(hw, exist_ok=True)
+        _write(os.path.join(hw, "name"), "amdgpu\n")
+        for label, millidegrees in sorted(dict(temperatures, **(busy.get("temperatures") or {})).items()):
+            channel = HWMON_CHANNELS[label]
+            _write(os.path.join(hw, f"temp{channel}_input"), f"{millidegrees}\n")
+            _write(os.path.join(hw, f"temp{channel}_label"), f"{label}\n")
         values = {
             "current_compute_partition": part.get("compute", spec.get("compute_partition")),
             "available_compute_partition": spec.get("available_compute_partition"),
@@ -994,9 +1067,20 @@ def _write_amdgpu(dest, profile, gpus, faults):
         info = os.path.join(dest, "opt", "rocm", ".info")
         os.makedirs(info, exist_ok=True)
         _write(os.path.join(info, "version"), f"{profile['rocm_version']}\n")
+    release = _os_release(profile)
+    if release:
+        os.makedirs(os.path.join(dest, "etc"), exist_ok=True)
+        _write(os.path.join(dest, "etc", "os-release"), "".join(f'{k}="{v}"\n' for k, v in release.items()))
     log = os.path.join(dest, KERNEL_LOG_FILE)
     os.makedirs(os.path.dirname(log), exist_ok=True)
     _write(log, "".join(f"{line}\n" for line in profile.get("kernel_log") or []))
+    # proc/<pid>/fd: links to the host paths a process has open (proc(5)); PID 1 holds no GPU
+    fd_dir = os.path.join(dest, "proc", "1", "fd")
+    os.makedirs(fd_dir, exist_ok=True)
+    _write(os.path.join(dest, "proc", "1", "comm"), "systemd\n")
+    for fd in range(3):
+        os.symlink("/dev/null", os.path.join(fd_dir, str(fd)))
+        _files_written[0] += 1
 
 
 def _write_iommu_groups(dest, profile):

@@ -5,8 +5,8 @@ on the controller, then run the read-only platform_checks module: a wrong role v
 reaches the node. A ``report_dir`` of ``None`` (the role's default) becomes ``checks`` under the run's report
 directory (``platform_checks.default_report_dir``), returned as ``report_dir`` for the role's report task.
 
-Without a ``knowledge`` argument the action passes the collection's own (``gpu_generations`` with ``pcie_health`` and
-``gpu_health``, from the controller's one loader) and leaves it out of the returned ``invocation``: no per-node
+Without a ``knowledge`` argument the action passes the collection's own (``gpu_generations`` with ``pcie_health``,
+``gpu_health`` and ``rocm_compatibility``: the loader's ``checks_knowledge``) and leaves it out of the returned ``invocation``: no per-node
 templating of about 55 KB of data, and no copy of it in every node's registered result (docs/performance.md)."""
 
 from __future__ import annotations
@@ -18,20 +18,23 @@ from ansible_collections.topotune.instinct.plugins.module_utils.checks.platform_
     default_report_dir,
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import KnowledgeError, load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import (
+    CHECK_TABLES,
+    KnowledgeError,
+    checks_knowledge,
+)
 
 # The run's report directory, the first of these that is set: the one the collection's playbooks resolve
 # (playbooks/vars/topotune.yml), else the collection-wide variable of a play of the user's own.
 RUN_REPORT_DIRS = ("__topotune_report_dir", "topotune_report_dir")
-# The knowledge the checks read (the module's ``knowledge`` option): the generations, with these tables as keys.
-KNOWLEDGE_TABLES = ("pcie_health", "gpu_health")
+# The knowledge the checks read (the module's ``knowledge`` option): the generations, with these tables as keys (the
+# loader's one list).
+KNOWLEDGE_TABLES = CHECK_TABLES
 
 
 def collection_knowledge():
     """The module's ``knowledge`` from the collection's files; KnowledgeError with the reason."""
-    knowledge = load_knowledge("gpu_generations")
-    knowledge.update((name, load_knowledge(name)) for name in KNOWLEDGE_TABLES)
-    return knowledge
+    return checks_knowledge()
 
 
 def _int(value):

@@ -20,7 +20,8 @@ options:
     type: dict
     required: true
   knowledge:
-    description: The parsed C(gpu_generations), C(pcie_health) and C(gpu_health) knowledge files, under those keys.
+    description: The parsed C(gpu_generations), C(pcie_health), C(gpu_health) and C(rocm_compatibility) knowledge files,
+      under those keys.
     type: dict
     required: true
   contents:

@@ -252,8 +252,8 @@ def test_node_exporter_serves_metrics_that_promtool_accepts(node):
     lint = subprocess.run(["docker", "exec", "-i", NODE, "promtool", "check", "metrics"], input=ours, text=True,
                           capture_output=True, check=False)
     assert lint.returncode == 0 and not (lint.stdout + lint.stderr).strip(), lint.stdout + lint.stderr
-    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 51 checks after site.yml here
-    assert len(series) == 11 + 51 + 19, series
+    # docs/fleet-metrics.md: (owner, kind) pairs + platform checks + 19; 11 pairs and 53 checks after site.yml here
+    assert len(series) == 11 + 53 + 19, series
 
 
 def test_prometheus_names_the_drifted_node_and_clears_after_correction(node):

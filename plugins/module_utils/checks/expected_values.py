@@ -11,10 +11,14 @@ Public API (standard library only, Python 3.8+):
     ``vbios``, ``firmware`` (``{name: version}``, the names of amdgpu's ``fw_version/<name>_fw_version`` files),
     ``min_online_memory_gib``.
 ``gather(sysroot)``
-    What only these checks read: the OS release (``etc/os-release`` under the sysroot: ``ID VERSION_ID``, e.g.
-    ``ubuntu 22.04``) and the system memory (``sys/devices/system/memory``: online and offline blocks x
-    ``block_size_bytes``, which check ``online_memory`` of ``platform_checks`` judges). ROCm, kernel, BIOS, VBIOS and
+    What only these checks read: the OS release (``etc/os-release`` under the sysroot: ``os_release`` is ``ID
+    VERSION_ID``, e.g. ``ubuntu 22.04``; ``os_release_fields`` the fields of ``OS_RELEASE_FIELDS``, which check
+    ``os_supported`` (``module_utils/checks/os_support.py``) reads too) and the system memory
+    (``sys/devices/system/memory``: online and offline blocks x ``block_size_bytes``, which check ``online_memory``
+    of ``platform_checks`` judges). ROCm, kernel, BIOS, VBIOS and
     firmware come from the facts the other checks gather.
+``os_release_fields(sysroot)``
+    ``{field: value}`` of ``etc/os-release`` (``OS_RELEASE_FIELDS``), None when unreadable.
 ``check_expected(expected)``
     The option checked: a dict of known keys, each value a string (an ``fnmatch`` pattern: ``6.4.*``), a list of
     strings (any of them), or, for ``min_online_memory_gib``, a positive number; raises ``ExpectedError`` naming the
@@ -51,16 +55,27 @@ class ExpectedError(TopotuneError):
     """A platform_checks_expected value that cannot be checked."""
 
 
-def _os_release(sysroot):
-    text = read_text(join(sysroot, "etc/os-release"), None)
+OS_RELEASE_FILE = "etc/os-release"
+# the os-release(5) fields the checks read: ID VERSION_ID (the pin, AMD's matrix), VERSION (Ubuntu's point release)
+OS_RELEASE_FIELDS = ("ID", "VERSION_ID", "VERSION", "PRETTY_NAME", "ID_LIKE")
+
+
+def os_release_fields(sysroot):
+    """``etc/os-release`` under ``sysroot`` as ``{field: value}`` (``OS_RELEASE_FIELDS`` only, quotes removed); None
+    when the file cannot be read."""
+    text = read_text(join(sysroot, OS_RELEASE_FILE), None)
     if text is None:
         return None
     fields = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
-        if sep:
+        if sep and key.strip() in OS_RELEASE_FIELDS:
             fields[key.strip()] = value.strip().strip('"').strip("'")
-    return " ".join(v for v in (fields.get("ID"), fields.get("VERSION_ID")) if v) or None
+    return fields
+
+
+def _os_release(fields):
+    return " ".join(v for v in ((fields or {}).get("ID"), (fields or {}).get("VERSION_ID")) if v) or None
 
 
 def _block_online(block_dir):
@@ -94,7 +109,9 @@ def _memory(sysroot):
 def gather(sysroot="/"):
     """See the module docstring."""
     online, offline = _memory(sysroot)
-    return {"os_release": _os_release(sysroot), "online_memory_bytes": online, "offline_memory_bytes": offline}
+    fields = os_release_fields(sysroot)
+    return {"os_release": _os_release(fields), "os_release_fields": fields, "online_memory_bytes": online,
+            "offline_memory_bytes": offline}
 
 
 def _patterns(key, value):

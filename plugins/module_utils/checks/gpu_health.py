@@ -1,5 +1,6 @@
 """GPU health checks of an AMD Instinct node: partition modes, ECC/RAS counters and retired pages, amdgpu errors in
-the boot's kernel log, firmware consistency between the GPUs, and services that re-apply a CPU governor or sysctl.
+the boot's kernel log, firmware consistency between the GPUs, services that re-apply a CPU governor or sysctl, and an
+idle GPU's utilization and temperatures.
 
 Public API (standard library only, Python 3.8+; hooked into ``platform_checks.gather`` / ``run_checks``):
 
@@ -12,8 +13,20 @@ Public API (standard library only, Python 3.8+; hooked into ``platform_checks.ga
     AMD's DKMS build); ROCm (``opt/rocm/.info/version``) and kernel (``proc/sys/kernel/osrelease``) versions; the
     kernel log of the current boot; tuned's active profile and the enablement of the units that set a governor (unit
     files under ``unit_root``: ``/etc`` and systemd units live at their real paths, not under the sysroot); the
-    direct xGMI links between the physical GPUs (``xgmi``, from the KFD reader's model: ``xgmi_facts``).
+    direct xGMI links between the physical GPUs (``xgmi``, from the KFD reader's model: ``xgmi_facts``); per GPU
+    amdgpu's ``gpu_busy_percent``, ``mem_busy_percent`` and its hwmon temperatures (``hwmon/hwmon*/temp*_input``,
+    ``temp*_label``), the render node minors of each GPU (``sys/class/drm/renderD*``) and the processes holding
+    ``/dev/kfd`` or a render node (``gpu_users``: ``gpu_users(sysroot)``).
     Unreadable or malformed files become ``None`` (the check reports ``unknown``), never an exception.
+``gpu_users(sysroot)``
+    The processes with an open file on ``/dev/kfd`` or ``/dev/dri/*``, read from the ``proc/<pid>/fd`` links under
+    ``sysroot`` (root reads every process's): ``{"error", "processes", "unreadable", "users": [{pid, comm,
+    devices}]}``; ``error`` says why no process table was seen. Only the links to those device nodes are read through
+    the sysroot helpers, so a node snapshot keeps them and not every open file of the node.
+``kernel_log_findings(text, spec)``
+    ``(found, benign)``: the lines of ``text`` the curated patterns, then the generic driver-error filter of ``spec``
+    (``knowledge/gpu_health.yml`` ``kernel_log``) match, ``{id: (level, [lines])}``, and ``{id: count}`` of the lines the
+    generic filter would catch that the known-benign list leaves out.
 ``kernel_log(sysroot="/", runner=process.run)``
     ``(text, origin)``: on a real node (sysroot ``/``) ``journalctl -k -b``, else ``/dev/kmsg``, else ``dmesg``;
     under another sysroot the file ``KERNEL_LOG_FILE`` that stands for the boot's kernel log (a simulated node, a
@@ -137,6 +150,81 @@ def _drm_cards(sysroot):
     return cards
 
 
+KFD_NODE = "/dev/kfd"
+DRI_PREFIX = "/dev/dri/"
+_RENDER_NODE = re.compile(r"^/dev/dri/renderD(\d+)$")
+_HWMON = re.compile(r"^hwmon\d+$")
+_TEMP_INPUT = re.compile(r"^temp(\d+)_input$")
+
+
+def _hwmon_temperatures(dev):
+    """``[{"label", "millidegrees"}]`` of the GPU's hwmon channels (``temp<N>_label``, else ``temp<N>``); an unreadable
+    input is None (amdgpu refuses reads during a reset)."""
+    temps = []
+    base = os.path.join(dev, "hwmon")
+    for hwmon in list_dir(base):
+        if not _HWMON.match(hwmon):
+            continue
+        folder = os.path.join(base, hwmon)
+        channels = sorted((int(m.group(1)), name) for name in list_dir(folder) for m in [_TEMP_INPUT.match(name)] if m)
+        for channel, name in channels:
+            label = read_text(os.path.join(folder, "temp%d_label" % channel), None) or "temp%d" % channel
+            temps.append({"label": label, "millidegrees": _int_or_none(read_text(os.path.join(folder, name), None))})
+    return temps
+
+
+def _drm_renders(sysroot):
+    """``[{"minor", "bdf"}]`` of ``sys/class/drm/renderD<N>/device`` (the PCI function of each render node)."""
+    base = join(sysroot, "sys/class/drm")
+    renders = []
+    for name in list_dir(base):
+        match = re.match(r"^renderD(\d+)$", name)
+        if match:
+            renders.append({"minor": int(match.group(1)),
+                            "bdf": os.path.basename(real_path(os.path.join(base, name, "device")))})
+    return sorted(renders, key=lambda r: r["minor"])
+
+
+def _host_path(sysroot, folder, target):
+    """A ``proc/<pid>/fd`` link target as the host path it names: absolute on a node, relative (into the tree) in a node
+    snapshot, which lays links out inside the sysroot."""
+    if os.path.isabs(target):
+        return target
+    rel = os.path.relpath(os.path.normpath(os.path.join(folder, target)), os.path.abspath(sysroot or "/"))
+    return target if rel.startswith("..") else "/" + rel
+
+
+def gpu_users(sysroot="/"):
+    """See the module docstring."""
+    base = join(sysroot, "proc")
+    pids = [name for name in list_dir(base) if name.isdigit() and name.isascii()]
+    users, unreadable = [], 0
+    for pid in pids:
+        folder = os.path.join(base, pid, "fd")
+        try:
+            fds = os.listdir(folder)
+        except FileNotFoundError:
+            continue  # the process ended (a snapshot keeps no fd table of a process that held no GPU)
+        except OSError:
+            unreadable += 1  # another user's process, read without root
+            continue
+        held = set()
+        for fd in fds:
+            link = os.path.join(folder, fd)
+            try:
+                target = _host_path(sysroot, folder, os.readlink(link))
+            except OSError:
+                continue  # closed meanwhile
+            if target == KFD_NODE or target.startswith(DRI_PREFIX):
+                real_path(link)  # a recording (node snapshot) keeps the links that hold a GPU, nothing else
+                held.add(target)
+        if held:
+            users.append({"pid": int(pid), "comm": read_text(os.path.join(base, pid, "comm"), None),
+                          "devices": sorted(held)})
+    return {"error": None if pids else "no process directories under %s (not a procfs)" % base,
+            "processes": len(pids), "unreadable": unreadable, "users": sorted(users, key=lambda u: u["pid"])}
+
+
 def _gather_gpu(dev, bdf, sysroot="/", cards=None, partitions=None):
     ras_dir = os.path.join(dev, "ras")
     ras, ras_unreadable = {}, []
@@ -173,6 +261,10 @@ def _gather_gpu(dev, bdf, sysroot="/", cards=None, partitions=None):
         "vram_bytes": _int_or_none(read_text(os.path.join(dev, "mem_info_vram_total"), None)),
         "drm_card": card,
         "driver_threshold": stated,
+        # amdgpu_pm.c DOC gpu_busy_percent / mem_busy_percent; DOC hwmon (temp*_input millidegrees, temp*_label)
+        "gpu_busy_percent": _int_or_none(read_text(os.path.join(dev, "gpu_busy_percent"), None)),
+        "mem_busy_percent": _int_or_none(read_text(os.path.join(dev, "mem_busy_percent"), None)),
+        "temperatures": _hwmon_temperatures(dev),
     }
 
 
@@ -295,6 +387,8 @@ def gather(sysroot="/", unit_root="/", runner=run, units=MANAGER_UNITS):
         "kernel_log_origin": origin,
         "managers": _gather_managers(unit_root, units),
         "xgmi": _gather_xgmi(sysroot),
+        "render_nodes": _drm_renders(sysroot),
+        "gpu_users": gpu_users(sysroot),
     }
 
 
@@ -601,30 +695,87 @@ def _check_bad_pages(health, spec, gen=None):
     return _result("gpu_retired_pages", status, observed, expected, remediation, source)
 
 
+def _compiled(items):
+    """``[(item, regex)]`` of the items whose ``pattern`` compiles; a broken pattern is skipped (named by the schema
+    test), never a traceback on the node."""
+    out = []
+    for item in items or []:
+        try:
+            out.append((item, re.compile(str(item.get("pattern", "")))))
+        except re.error:
+            continue
+    return out
+
+
+def kernel_log_findings(text, spec):
+    """See the module docstring."""
+    curated = _compiled(spec.get("patterns"))
+    generic = spec.get("generic") or {}
+    filters = _compiled(generic.get("filters"))
+    benign = _compiled(spec.get("benign"))
+    try:
+        line_re = re.compile(str(generic.get("line") or r"(?i)amdgpu"))
+    except re.error:
+        line_re = re.compile(r"(?i)amdgpu")
+    level = generic.get("level", "warn")
+    found, ignored = {}, {}
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        hits = [(item.get("id", "pattern"), item.get("level", "warn")) for item, regex in curated if regex.search(line)]
+        if hits:
+            for key, hit_level in hits:
+                found.setdefault(key, (hit_level, []))[1].append(line)
+            continue
+        if not filters or not line_re.search(line):
+            continue
+        generic_hits = [item.get("id", "generic") for item, regex in filters if regex.search(line)]
+        if not generic_hits:
+            continue
+        harmless = next((item.get("id", "benign") for item, regex in benign if regex.search(line)), None)
+        if harmless:
+            ignored[harmless] = ignored.get(harmless, 0) + 1
+            continue
+        for key in generic_hits:
+            found.setdefault(key, (level, []))[1].append(line)
+    return found, ignored
+
+
+# the ROCm CVS host-config test whose driver-error filter gpu_kernel_log applies (docs/health-checks.md, coverage)
+KERNEL_LOG_CVS = "test_check_dmesg_driver_errors"
+
+
 def _check_kernel_log(health, spec):
     source = spec.get("source", "")
+    generic = spec.get("generic") or {}
+    if generic.get("source"):
+        source = "%s; the generic driver-error filter: %s" % (source, generic["source"])
     text = health.get("kernel_log")
-    expected = "no amdgpu error lines since boot"
+    expected = ("no amdgpu error lines since boot: none of the curated patterns (their levels), and no other amdgpu "
+                "line with fail|error or reset|hang (%s) but the known-benign ones" % generic.get("level", "warn"))
     if text is None:
         return _result("gpu_kernel_log", "unknown", "kernel log not readable: %s" % health.get("kernel_log_origin"),
                        expected, "run as root on the node (journalctl -k -b needs the systemd-journal group or root)",
-                       source)
-    found = {}
-    for pattern in spec.get("patterns") or []:
-        regex = re.compile(pattern["pattern"])
-        lines = [line.strip() for line in text.splitlines() if regex.search(line)]
-        if lines:
-            found[pattern["id"]] = (pattern["level"], lines)
+                       source, KERNEL_LOG_CVS)
+    found, ignored = kernel_log_findings(text, spec)
+    note = ("; %d known-benign line(s) left out (%s)" % (sum(ignored.values()), ", ".join(sorted(ignored)))
+            if ignored else "")
     if not found:
-        return _result("gpu_kernel_log", "pass", "no amdgpu error lines (%s)" % health.get("kernel_log_origin"),
-                       expected, source=source)
+        return _result("gpu_kernel_log", "pass", "no amdgpu error lines (%s)%s" % (health.get("kernel_log_origin"), note),
+                       expected, source=source, cvs=KERNEL_LOG_CVS)
     status = _worst([level for level, _unused in found.values()])
     observed = "; ".join("%s x%d (first: %s)" % (key, len(lines), lines[0][:160])
-                         for key, (_unused, lines) in sorted(found.items()))
-    return _result("gpu_kernel_log", status, observed, expected,
-                   "read the full lines with 'journalctl -k -b | grep amdgpu'; uncorrectable errors, failed resets or "
-                   "bad pages over the threshold: drain the node and reset/replace the GPU; timeouts and page faults: "
-                   "find the job (pid in the next lines) before putting the node back", source)
+                         for key, (_unused, lines) in sorted(found.items())) + note
+    generic_ids = {item.get("id") for item in generic.get("filters") or []}
+    fix = ("read the full lines with 'journalctl -k -b | grep amdgpu'; uncorrectable errors, failed resets, bad pages "
+           "over the threshold or a failed initialization (the GPU is out of service: check firmware, the "
+           "amdgpu-dkms package, then reseat or replace the GPU): drain the node and reset/replace the GPU; timeouts "
+           "and page faults: find the job (pid in the next lines) before putting the node back")
+    if generic_ids & set(found):
+        fix += ("; driver error lines no curated pattern knows: read each, and if harmless add it to "
+                "knowledge/gpu_health.yml kernel_log.benign with its reason")
+    return _result("gpu_kernel_log", status, observed, expected, fix, source, KERNEL_LOG_CVS)
 
 
 def _check_firmware(health):
@@ -855,6 +1006,145 @@ def _check_xgmi(health, spec, gen):
                    "; ".join(fix for st, _unused, fix in parts if st != "pass"), source)
 
 
+def _celsius(millidegrees):
+    return millidegrees / 1000.0
+
+
+def _number(value, default):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float(default)
+
+
+def _judge_idle_gpu(gpu, busy, temps):
+    """``[(status, text)]`` of one GPU nobody holds: its busy readings and temperatures against the limits."""
+    parts = []
+    for key in ("gpu_busy_percent", "mem_busy_percent"):
+        value = gpu.get(key)
+        if value is None:
+            if key == "gpu_busy_percent":
+                parts.append(("unknown", "%s unreadable" % key))
+            continue  # mem_busy_percent: not on every device (amdgpu_pm.c: APUs, GC 9.0.1)
+        if value > busy["fail_above"]:
+            parts.append((busy["fail_level"], "%s %d %%" % (key, value)))
+        elif value > busy["warn_above"]:
+            parts.append((busy["warn_level"], "%s %d %%" % (key, value)))
+    readings = gpu.get("temperatures") or []
+    if not readings:
+        parts.append(("unknown", "no hwmon temperature"))
+    for reading in readings:
+        value = reading.get("millidegrees")
+        if value is None:
+            parts.append(("unknown", "%s temperature unreadable" % reading.get("label")))
+        elif _celsius(value) >= temps["fail_at"]:
+            parts.append(("fail", "%s %.0f °C" % (reading.get("label"), _celsius(value))))
+        elif _celsius(value) > temps["warn_above"]:
+            parts.append(("warn", "%s %.0f °C" % (reading.get("label"), _celsius(value))))
+    return parts
+
+
+def _idle_summary(gpus):
+    """``gpu_busy 0 %, mem_busy 0 %, junction <= 55 °C, mem <= 43 °C`` over the judged GPUs."""
+    out = []
+    for key, short in (("gpu_busy_percent", "gpu_busy"), ("mem_busy_percent", "mem_busy")):
+        values = [g[key] for g in gpus if g.get(key) is not None]
+        if values:
+            out.append("%s %s %%" % (short, max(values)) if min(values) == max(values)
+                       else "%s %d-%d %%" % (short, min(values), max(values)))
+    labels = {}
+    for gpu in gpus:
+        for reading in gpu.get("temperatures") or []:
+            if reading.get("millidegrees") is not None:
+                labels.setdefault(reading["label"], []).append(_celsius(reading["millidegrees"]))
+    out.extend("%s <= %.0f °C" % (label, max(values)) for label, values in sorted(labels.items()))
+    return ", ".join(out)
+
+
+def _holders(health, gpus):
+    """``(all_gpus, per_slot, errors)``: the users of /dev/kfd (every GPU in use), ``{slot: [users]}`` of render
+    nodes, and why the process table is not known."""
+    users = health.get("gpu_users") or {"error": "process table not gathered", "users": []}
+    slot_of_minor = {r.get("minor"): (r.get("bdf") or "").rsplit(".", 1)[0] for r in health.get("render_nodes") or []}
+    every, per_slot = [], {}
+    for user in users.get("users") or []:
+        name = "pid %s (%s)" % (user.get("pid"), user.get("comm") or "?")
+        for device in user.get("devices") or []:
+            match = _RENDER_NODE.match(device)
+            if device == KFD_NODE:
+                every.append("%s holds %s" % (name, KFD_NODE))
+            elif match and int(match.group(1)) in slot_of_minor:
+                per_slot.setdefault(slot_of_minor[int(match.group(1))], []).append("%s holds %s" % (name, device))
+    errors = []
+    if users.get("error"):
+        errors.append(users["error"])
+    elif users.get("unreadable"):
+        errors.append("the open files of %d process(es) are not readable (not root): whether they hold a GPU is not "
+                      "known" % users["unreadable"])
+    return sorted(set(every)), per_slot, errors
+
+
+def _check_idle(health, spec):
+    """gpu_idle: with no process holding the GPU, amdgpu's busy percentages and hwmon temperatures at idle values."""
+    busy_spec, temp_spec = spec.get("busy") or {}, spec.get("temperature") or {}
+    busy = {"warn_above": _number(busy_spec.get("warn_above"), 0), "fail_above": _number(busy_spec.get("fail_above"), 10),
+            "warn_level": busy_spec.get("warn_level", "warn"), "fail_level": busy_spec.get("fail_level", "fail")}
+    temps = {"warn_above": _number(temp_spec.get("warn_above_c"), 70), "fail_at": _number(temp_spec.get("fail_at_c"), 85)}
+    source = "; ".join(" ".join(str(x).split()) for x in (busy_spec.get("source"), busy_spec.get("level_source"),
+                                                          temp_spec.get("source"), temp_spec.get("level_source"),
+                                                          spec.get("holders_source")) if x)
+    expected = ("with no process holding /dev/kfd or the GPU's render node: gpu_busy_percent and mem_busy_percent "
+                "<= %g %% (fail above %g %%), every hwmon temperature <= %g °C (fail at %g °C)" % (
+                    busy["warn_above"], busy["fail_above"], temps["warn_above"], temps["fail_at"]))
+    gpus = health.get("gpus") or []
+    if not gpus:
+        return _result("gpu_idle", "unknown", "no AMD GPU", expected, "no AMD GPU under sys/bus/pci/devices", source)
+    every, per_slot, errors = _holders(health, gpus)
+    if errors:
+        return _result("gpu_idle", "unknown", "processes not known: %s; %s" % ("; ".join(errors), _idle_summary(gpus)),
+                       expected, "run the checks as root (become) on the node itself: /proc/<pid>/fd of every "
+                       "process is readable by root only", source)
+    if every:
+        return _result("gpu_idle", "unknown", "not idle, not judged: %s (a KFD user may run on any GPU); %s" % (
+            "; ".join(every[:3]) + (" and %d more" % (len(every) - 3) if len(every) > 3 else ""),
+            _idle_summary(gpus)), expected, "judge an idle node: drain it and wait for the jobs to end, then run the "
+            "checks again", source)
+    parts, judged, held = [], [], []
+    for index, gpu in enumerate(gpus):
+        slot = gpu["bdf"].rsplit(".", 1)[0]
+        name = "GPU %d (%s)" % (index, gpu["bdf"])
+        if per_slot.get(slot):
+            held.append("%s in use: %s" % (name, "; ".join(per_slot[slot])))
+            continue
+        judged.append(gpu)
+        found = _judge_idle_gpu(gpu, busy, temps)
+        if found:
+            parts.append((_worst([st for st, _unused in found]), "%s: %s, no process holds it" % (
+                name, ", ".join(text for _unused, text in found))))
+            parts.extend((st, text) for st, text in found)
+    problems = [(status, text) for status, text in parts if status != "pass"]
+    status = _worst([st for st, _unused in problems] + (["unknown"] if held else []))
+    observed = "; ".join(text for _unused, text in problems if text.startswith("GPU "))
+    if held:
+        observed = "; ".join(x for x in (observed, "not judged: " + "; ".join(held)) if x)
+    if status == "pass":
+        return _result("gpu_idle", "pass", "%d GPU(s) idle, no process holds them: %s" % (
+            len(judged), _idle_summary(judged)), expected, source=source)
+    fixes = []
+    if any(st in ("warn", "fail") and "busy" in text for st, text in problems):
+        fixes.append("busy with no process holding it: a hung kernel or queue; save 'amd-smi metric' and the kernel "
+                     "log, drain the node and reset the GPU ('amd-smi reset -G -g <gpu>') or reboot; busy again after "
+                     "that: a hardware fault, service it per AMD's Service Action Guide")
+    if any(st in ("warn", "fail") and "°C" in text for st, text in problems):
+        fixes.append("hot at idle: check the data center ambient temperature and the system fans, power cycle the "
+                     "system; if it persists, contact the system manufacturer (AMD's acceptance guide)")
+    if any(st == "unknown" for st, _unused in problems):
+        fixes.append("readings missing: run on the node with amdgpu loaded (gpu_busy_percent, hwmon temp*_input)")
+    if held:
+        fixes.append("GPUs in use are not judged: drain the node and run the checks again when it is idle")
+    return _result("gpu_idle", status, observed, expected, "; ".join(fixes), source)
+
+
 def run_checks(health, knowledge, gen=None, facts=None, options=None, host=None):
     """Return the GPU health results; ``[]`` when ``health`` or ``knowledge`` is missing."""
     if not health or not knowledge:
@@ -867,6 +1157,7 @@ def run_checks(health, knowledge, gen=None, facts=None, options=None, host=None)
         _check_firmware(health),
         _check_managers(health, knowledge.get("managers") or {}, facts, options, host or {}),
         _check_xgmi(health, knowledge.get("xgmi") or {}, gen),
+        _check_idle(health, knowledge.get("idle") or {}),
     ]
 
 

@@ -44,7 +44,7 @@ from ..core.errors import TopotuneError
 from ..core.sysroot import amd_gpu_functions, is_dir, join, list_dir, read_text, real_path
 from ..state.kernel_settings import has_param, tokens
 from ..topology.identity import generation_entry, identify
-from . import expected_values, gpu_health, pcie_health, rdma_health
+from . import expected_values, gpu_health, os_support, pcie_health, rdma_health
 from .expected_values import check_expected
 
 STATUSES = ("pass", "warn", "fail", "unknown")
@@ -70,17 +70,22 @@ OPTIONS = {
             "The parsed C(knowledge/gpu_generations.yml) (keys C(generations) and C(host)), as "
             "C(lookup('topotune.instinct.knowledge', 'gpu_generations')) returns it. The module runs on the managed "
             "node, which does not have the collection's data files.",
-            "Omitted, the module's action passes the collection's own C(gpu_generations) with C(pcie_health) and "
-            "C(gpu_health) (and leaves it out of the returned C(invocation)); give it to check against other data.",
+            "Omitted, the module's action passes the collection's own C(gpu_generations) with C(pcie_health), "
+            "C(gpu_health) and C(rocm_compatibility) (and leaves it out of the returned C(invocation)); give it to "
+            "check against other data.",
             "Optional key C(pcie_health), the parsed C(knowledge/pcie_health.yml), gives the PCIe and RDMA checks "
             "(C(pci_acs), C(rdma_gpu_nic_affinity), C(pcie_aspm), C(pcie_10bit_tags), C(pcie_ari_forwarding), "
             "C(gpu_large_bar), C(pcie_aer), C(pcie_replay)) and the RDMA NIC checks (C(rdma_nic_pcie_link), "
             "C(rdma_port_state), C(rdma_gid)) their levels, thresholds and sources, and C(iommu_state) the IOMMU group "
             "types that mean passthrough; without it they run with built-in defaults and no source.",
             "Optional key C(gpu_health), the parsed C(knowledge/gpu_health.yml) (partition combinations, RAS "
-            "thresholds, kernel log patterns, power managers, the xGMI layouts); without it the GPU health checks "
-            "(C(gpu_partition_mode), C(gpu_ecc_errors), C(gpu_retired_pages), C(gpu_kernel_log), "
-            "C(gpu_firmware_consistency), C(power_managers), C(xgmi_links)) are left out.",
+            "thresholds, kernel log patterns and known-benign lines, power managers, the xGMI layouts, idle "
+            "limits); without it the GPU health checks (C(gpu_partition_mode), C(gpu_ecc_errors), "
+            "C(gpu_retired_pages), C(gpu_kernel_log), C(gpu_firmware_consistency), C(power_managers), "
+            "C(xgmi_links), C(gpu_idle)) are left out.",
+            "Optional key C(rocm_compatibility), the parsed C(knowledge/rocm_compatibility.yml) (AMD's ROCm "
+            "compatibility matrix: the OS versions and kernels per ROCm release); without it check "
+            "C(os_supported) is left out.",
             "The kernel log is C(journalctl -k -b) when O(sysroot) is C(/) (else C(/dev/kmsg), else C(dmesg)), and "
             "the file C(var/log/topotune/kernel-boot.log) under any other O(sysroot) (a simulated node, a snapshot).",
         ],
@@ -989,6 +994,9 @@ def run_checks(facts, knowledge, options=None):
     if "bios_version" not in expected:
         results.append(_check_bios_version(facts))
     results.extend(expected_values.run_checks(facts, expected))
+    # AMD's ROCm compatibility matrix (knowledge/rocm_compatibility.yml, knowledge key rocm_compatibility): the OS and
+    # kernel for the installed ROCm release; left out without the key
+    results.extend(os_support.run_checks(facts, (knowledge or {}).get("rocm_compatibility"), gen))
     results.extend(_check_attest(gen, (knowledge or {}).get("tables"), options))
     # PCIe and RDMA health: knowledge/pcie_health.yml arrives as the knowledge's pcie_health key
     results.extend(pcie_health.run_checks(facts.get("pcie"), (knowledge or {}).get("pcie_health") or {}, gen, options))

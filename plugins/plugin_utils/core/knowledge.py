@@ -17,6 +17,10 @@ read knowledge through it):
 ``generations(directory=KNOWLEDGE_DIR)``
     The ``generations`` list of gpu_generations.yml (a copy), what ``module_utils/topology/identity.py`` identifies
     a node against.
+``CHECK_TABLES``, ``checks_knowledge(directory=KNOWLEDGE_DIR)``
+    The knowledge files the platform checks read besides ``gpu_generations``, and the ``knowledge`` of module
+    ``platform_checks`` built from them (``gpu_generations`` with each of them under its name): what the module's
+    action, ``bin/topotune checks`` and role ``drift_exporter`` pass, from this one list.
 ``cards(directory=KNOWLEDGE_DIR)``
     The generation cards of ``<directory>/generations/*.yml`` (a copy), sorted by name, ``{table: KEY}`` resolved.
 
@@ -59,6 +63,10 @@ _CACHE = {}
 CARDS = "generations"  # the cards' directory, under the knowledge directory
 _MARKER = "from_cards"
 _ABSENT = object()
+
+
+# The knowledge files the platform checks read besides gpu_generations (each a key of module platform_checks' knowledge)
+CHECK_TABLES = ("pcie_health", "gpu_health", "rocm_compatibility")
 
 
 class KnowledgeError(TopotuneError, ValueError):
@@ -231,3 +239,11 @@ def generations(directory=KNOWLEDGE_DIR):
         raise KnowledgeError("knowledge file %s has no `generations` list"
                              % os.path.join(directory, "gpu_generations.yml"))
     return listed
+
+
+def checks_knowledge(directory=KNOWLEDGE_DIR):
+    """Module platform_checks' ``knowledge``: ``gpu_generations`` with every ``CHECK_TABLES`` file under its name (a
+    copy); KnowledgeError with the reason."""
+    knowledge = load_knowledge("gpu_generations", directory)
+    knowledge.update((name, load_knowledge(name, directory)) for name in CHECK_TABLES)
+    return knowledge

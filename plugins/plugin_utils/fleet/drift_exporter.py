@@ -13,9 +13,10 @@ data and configuration, and its units, as the one ``managed_files`` call of the 
 ``plan(options, knowledge, contents, paths)``
     ``options``: the role's variables without the ``drift_exporter_`` prefix, checked and turned into the checker's
     configuration by ``module_utils/state/drift_metrics.py`` ``build_config`` (``CheckerError`` naming the variable);
-    ``knowledge``: ``{gpu_generations, pcie_health, gpu_health}`` (the platform checks' data, as role
-    ``platform_checks`` passes it); ``contents``: the rendered ``script``, ``service`` and ``timer``; ``paths``: the
-    role's constants (``package``, ``knowledge``, ``config``, ``script``, ``service``, ``timer``, ``timer_link``).
+    ``knowledge``: ``{gpu_generations, <each CHECK_TABLES file>}`` (the platform checks' data, as role
+    ``platform_checks`` passes it: ``plugin_utils/core/knowledge.py`` ``CHECK_TABLES``); ``contents``: the rendered
+    ``script``, ``service`` and ``timer``; ``paths``: the role's constants (``package``, ``knowledge``, ``config``,
+    ``script``, ``service``, ``timer``, ``timer_link``).
     Returns ``{"files", "links", "config", "modules"}``.
 """
 
@@ -27,7 +28,9 @@ import json
 import os
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import CHECK_TABLES
 
 
 def _jinja(value):
@@ -146,7 +149,12 @@ def shipped_packages(modules):
 
 def plan(options, knowledge, contents, paths):
     config = drift_metrics.build_config(options, paths["knowledge"])
-    checks = dict(knowledge["gpu_generations"], pcie_health=knowledge["pcie_health"], gpu_health=knowledge["gpu_health"])
+    missing = [name for name in ("gpu_generations",) + CHECK_TABLES if name not in (knowledge or {})]
+    if missing:
+        raise TopotuneError("drift_exporter: the knowledge lacks %s (pass gpu_generations and %s)"
+                            % (", ".join(missing), ", ".join(CHECK_TABLES)))
+    checks = dict(knowledge["gpu_generations"])
+    checks.update((name, knowledge[name]) for name in CHECK_TABLES)
     modules = shipped_modules()
     files = [{"path": paths["package"] + "/__init__.py", "mode": "0644", "content": PACKAGE_INIT}]
     files.extend({"path": "%s/%s/__init__.py" % (paths["package"], package), "mode": "0644",

@@ -8,15 +8,14 @@ import sys
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.modules import platform_checks as module
-from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import checks_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CLI = os.path.join(REPO, "bin", "topotune")
 
 
 def _knowledge():
-    return dict(load_knowledge("gpu_generations"), pcie_health=load_knowledge("pcie_health"),
-                gpu_health=load_knowledge("gpu_health"))
+    return checks_knowledge()  # what the module's action passes (the loader's CHECK_TABLES)
 
 
 def _cli(*argv):

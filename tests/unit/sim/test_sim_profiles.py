@@ -258,6 +258,16 @@ CHECKS = {
     # each RDMA device's PCI function (sys/class/infiniband/<dev>/device)
     "rdma_devices": lambda t, v: {d: os.path.basename(os.path.realpath(os.path.join(
         t.root, "sys/class/infiniband", d, "device"))) for d in _listing(t.root, "sys/class/infiniband")} == v,
+    # amdgpu's utilization (gpu_busy_percent) of every physical GPU: the non-zero ones; the hottest hwmon channel of the
+    # GPUs given (temp*_input, millidegrees, in °C)
+    "gpu_busy_percents": lambda t, v: {b: int(t.pci[b]["gpu_busy_percent"]) for b in t.pci
+                                       if int(t.pci[b].get("gpu_busy_percent", "0")) != 0} == v,
+    "max_temperatures_c": lambda t, v: {b: max(_temperatures(t.root, b)) // 1000 for b in v} == v,
+    # etc/os-release ID VERSION_ID, proc/sys/kernel/osrelease, opt/rocm/.info/version, the boot's kernel log
+    "os_release": lambda t, v: "%(ID)s %(VERSION_ID)s" % _os_release(t.root) == v,
+    "kernel_release": lambda t, v: _read(t.root, "proc/sys/kernel/osrelease") == v,
+    "rocm_version": lambda t, v: _read(t.root, "opt/rocm/.info/version") == v,
+    "kernel_log_lines": lambda t, v: len(_read(t.root, sysroot.KERNEL_LOG_FILE).splitlines()) == v,
 }
 
 
@@ -302,6 +312,17 @@ def _routes(root):
             address = ".".join(str(b) for b in int(dest, 16).to_bytes(4, "little"))
             out[iface] = "%s/%d" % (address, bin(int(mask, 16)).count("1"))
     return out
+
+
+def _temperatures(root, bdf):
+    base = os.path.join(root, PCI, bdf, "hwmon")
+    return [int(_read(os.path.join(base, hw), name)) for hw in os.listdir(base)
+            for name in os.listdir(os.path.join(base, hw)) if re.match(r"^temp\d+_input$", name)]
+
+
+def _os_release(root):
+    pairs = (line.split("=", 1) for line in _read(root, "etc/os-release").splitlines() if "=" in line)
+    return {k: v.strip('"') for k, v in pairs}
 
 
 def _online_gib(root):
@@ -506,6 +527,29 @@ def test_bad_memory_is_a_profile_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sysroot, "load_profile", lambda _name: dict(good, memory={"node_kib": [1, 2]}))
     with pytest.raises(sysroot.ProfileError, match="memory.node_kib"):
         sysroot.build("mi250x-8gcd", str(tmp_path / "n"))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"faults": {"gpu_busy": [{"gpu": 8, "gpu_busy_percent": 100}]}}, "faults.gpu_busy lists"),
+    ({"faults": {"gpu_busy": [{"gpu": 1, "gpu_busy_percent": 101}]}}, "faults.gpu_busy lists"),
+    ({"faults": {"gpu_busy": [{"gpu": 1, "temperatures": {"hotspot": 90000}}]}}, "faults.gpu_busy lists"),
+    ({"faults": {"gpu_busy": ["gpu 1"]}}, "faults.gpu_busy lists"),
+    ({"amdgpu_temperatures": {"junction": "55 C"}}, "amdgpu.temperatures maps"),
+    ({"amdgpu_temperatures": {"die": 55000}}, "amdgpu.temperatures maps"),
+    ({"os_release": {"ID": "ubuntu", "VERSION_ID": 24.04}}, "os_release maps os-release"),
+    ({"os_release": ["ID=ubuntu"]}, "os_release maps os-release"),
+])
+def test_bad_idle_or_os_release_is_a_profile_error(tmp_path, monkeypatch, change, message):
+    """faults.gpu_busy, amdgpu.temperatures and os_release are checked before the destination is emptied."""
+    good = sysroot.load_profile("mi300x-8gpu-spx")
+    change = dict(change)
+    if "amdgpu_temperatures" in change:
+        change["amdgpu"] = dict(good["amdgpu"], temperatures=change.pop("amdgpu_temperatures"))
+    monkeypatch.setattr(sysroot, "load_profile", lambda _name: dict(good, **change))
+    (tmp_path / "keep").write_text("x")
+    with pytest.raises(sysroot.ProfileError, match=message):
+        sysroot.build("mi300x-8gpu-spx", str(tmp_path), force=True)
+    assert (tmp_path / "keep").read_text() == "x"
 
 
 @pytest.mark.parametrize("name", PROFILES)

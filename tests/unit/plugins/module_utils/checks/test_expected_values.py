@@ -39,9 +39,11 @@ def node(tmp_path):
 
 def test_gather_reads_os_release_and_online_memory(node):
     assert ev.gather(node) == {"os_release": "ubuntu 22.04", "online_memory_bytes": 3 * 0x8000000,
-                               "offline_memory_bytes": 0x8000000}
-    assert ev.gather(os.path.join(node, "absent")) == {"os_release": None, "online_memory_bytes": None,
-                                                       "offline_memory_bytes": None}
+                               "offline_memory_bytes": 0x8000000,
+                               "os_release_fields": {"PRETTY_NAME": "Ubuntu 22.04.5 LTS", "VERSION_ID": "22.04",
+                                                     "ID": "ubuntu"}}
+    assert ev.gather(os.path.join(node, "absent")) == {"os_release": None, "os_release_fields": None,
+                                                       "online_memory_bytes": None, "offline_memory_bytes": None}
 
 
 def _facts(node, **health):

@@ -479,7 +479,7 @@ def test_inventory_of_a_profile(profile_facts):
     inv = gh.inventory(facts["health"], facts)
     assert {g["vbios"] for g in inv["gpus"]} == {"113-M3000108-103"} and len(inv["gpus"]) == 8
     assert inv["gpus"][0]["firmware"]["sos"] == "0x0036024b" and inv["kernel_release"] == "6.8.0-45-generic"
-    assert inv["bios_version"] == "1.0.0" and inv["rocm_version"] is None
+    assert inv["bios_version"] == "1.0.0" and inv["rocm_version"] == "6.4.1-112"  # opt/rocm/.info/version
 
 
 # -------------------------------------------------------------------------------------- consistency

@@ -598,13 +598,14 @@ def test_every_check_id_has_its_row_in_docs_health_checks(profile_root, health_c
     tables: ``health_checks_doc`` in conftest.py parses them)."""
     documented = health_checks_doc().documented_ids
     patterns = tuple(name[:-1] for name in documented if name.endswith("*"))
-    knowledge = dict(KNOWLEDGE, pcie_health=PCIE, gpu_health=load_knowledge("gpu_health"))
+    knowledge = dict(KNOWLEDGE, pcie_health=PCIE, gpu_health=load_knowledge("gpu_health"),
+                     rocm_compatibility=load_knowledge("rocm_compatibility"))
     expected = {"rocm_version": "6.4.*", "kernel_release": "6.8.*", "os_release": "ubuntu 22.04", "bios_version": "1.*",
                 "vbios": "113-*", "firmware": {"mec": "177"}, "min_online_memory_gib": 64}
     emitted = set()
     for profile in ("mi300x-8gpu-spx", "mi250x-8gcd", "mi210-8gpu-2hive", "mi300x-hf-8gpu-spx", "fault-numa-minus1"):
         facts = pc.gather(profile_root(profile))
         emitted.update(r["id"] for r in pc.run_checks(facts, knowledge, {"expected": expected}))
-    assert len(emitted) > 40
+    assert len(emitted) > 40 and {"os_supported", "gpu_idle"} <= emitted
     undocumented = sorted(i for i in emitted if i not in documented and not i.startswith(patterns))
     assert not undocumented, "checks without a row in docs/health-checks.md: %s" % ", ".join(undocumented)

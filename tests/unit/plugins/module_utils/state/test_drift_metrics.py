@@ -15,7 +15,7 @@ import yaml
 
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
 from ansible_collections.topotune.instinct.plugins.module_utils.state.managed_state import build_manifest, dumps
-from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import CHECK_TABLES, load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "sim"))
@@ -229,7 +229,7 @@ def _plan(**over):
     from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.drift_exporter import plan
 
     knowledge = {name: {"generations": []} if name == "gpu_generations" else {"name": name}
-                 for name in ("gpu_generations", "pcie_health", "gpu_health")}
+                 for name in ("gpu_generations",) + CHECK_TABLES}
     return plan(dict(OPTIONS, **over), knowledge, {"script": "#!/usr/bin/python3 -I\n", "service": "[Unit]\n",
                                                    "timer": "[Timer]\n"}, PATHS)
 
@@ -269,7 +269,8 @@ def test_the_plan_writes_the_configuration_the_checker_loads(tmp_path):
     path.write_text(files[PATHS["config"]]["content"])
     assert drift_metrics.load_config(str(path)) == config
     assert json.loads(files[PATHS["knowledge"]]["content"]) == {"generations": [], "pcie_health": {"name": "pcie_health"},
-                                                                "gpu_health": {"name": "gpu_health"}}
+                                                                "gpu_health": {"name": "gpu_health"},
+                                                                "rocm_compatibility": {"name": "rocm_compatibility"}}
     assert files[PATHS["script"]]["mode"] == "0755" and "py_compile" in files[PATHS["script"]]["validate"]
     assert result["links"] == [{"path": PATHS["timer_link"], "src": PATHS["timer"], "state": "present"}]
     off = _plan(timer_enabled=False)
