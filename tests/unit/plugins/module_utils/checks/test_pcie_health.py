@@ -589,7 +589,7 @@ def test_acs_bridges_enabled_are_exactly_what_pci_acs_names(facts_of):
 
 def test_acs_bridges_say_why_they_cannot_be_told(facts_of):
     assert ph.acs_bridges({"gpus": [], "nics": [], "bridges": {}})["unknown"] == ("no_devices", "no GPU or RDMA NIC")
-    flat = ph.acs_bridges(facts_of("mi250x-8gcd"))
+    flat = ph.acs_bridges(facts_of("mi210-8gpu-2hive"))  # the one profile without a PCIe tree
     assert flat["unknown"][0] == "flat" and flat["bridges"] == []
     short = ph.acs_bridges(_truncated(facts_of(GOOD), 256))
     assert short["unknown"][0] == "unreadable" and "extended space" in short["unknown"][1] and short["bridges"] == []
