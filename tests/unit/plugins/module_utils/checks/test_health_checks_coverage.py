@@ -22,8 +22,7 @@ GUIDE_BASIC_CHECKS = {
     "Check for Available System Memory", "Check GPU Presence", "Check GPU PCIe Bus Link Speed and Width",
     "Monitor Utilization Metrics", "Check System Kernel Logs", "Automated Health Checks with the Cluster Validation Suite"}
 # the checks of issue 24 not built yet: a row may name them only as "planned (issue 24)"
-PLANNED = {"rdma_nic_pcie_link", "rdma_port_state", "rdma_gid", "rail_consistency", "xgmi_links", "pcie_replay",
-           "online_memory", "kernel_log", "os_supported", "gpu_idle"}
+PLANNED = set()  # issue 24's checks are all built; a check planned later is named here until it has its row
 
 COLUMNS = {"CVS test": ["CVS test", "file", "what it checks", "covered today by", "coverage"],
            "guide item": ["guide item", "page", "what it checks", "covered today by", "coverage"]}
