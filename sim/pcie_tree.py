@@ -193,6 +193,7 @@ def plan(gpus, nics=0, far_numa_nics=(), numa_count=1, layout="switch"):
         dom, bus, _unused, _unused = parse_bdf(first["bdf"])
         numa = first["numa"]
         nic_here = idx in with_nic and idx not in far
+        nic_path = nic = None  # set below when the slot has its NIC
         if layout == "switch":
             claim(slot, dom, [bus - 3, bus - 2, bus - 1] + ([bus + 1] if nic_here else []))
             sub = bus + 1 if nic_here else bus

@@ -811,7 +811,7 @@ def _write_routes(dest, routes):
     lines = ["%-127s" % "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT"]
     for netdev, network in routes:
         lines.append("%-127s" % "\t".join((netdev, hex32(network.network_address), "00000000", "0001", "0", "0", "0",
-                                            hex32(network.netmask), "0", "0", "0")))
+                                           hex32(network.netmask), "0", "0", "0")))
     os.makedirs(os.path.join(dest, "proc", "net"), exist_ok=True)
     _write(os.path.join(dest, "proc", "net", "route"), "\n".join(lines) + "\n")
 

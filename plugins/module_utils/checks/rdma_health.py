@@ -275,8 +275,8 @@ def check_nic_pcie_link(facts, knowledge):
     source, cvs = spec.get("source", ""), "test_check_be_nic_pcie_speed_width"
     nics, why = _judged(facts)
     listed = ["%s %s:%s x%s %s" % (m.get("name", "?"), str(m.get("vendor", "")).replace("0x", ""),
-                                  str(m.get("device", "")).replace("0x", ""), m.get("width"),
-                                  _fmt_speed(m.get("speed_gts"))) for m in spec.get("models") or []]
+                                   str(m.get("device", "")).replace("0x", ""), m.get("width"),
+                                   _fmt_speed(m.get("speed_gts"))) for m in spec.get("models") or []]
     expected = "every RDMA NIC's PCIe link at its capability (max_link_speed/width), not downgraded%s" % (
         "; the models of knowledge/pcie_health.yml at their link: " + ", ".join(listed) if listed else "")
     if not nics:
@@ -299,7 +299,7 @@ def check_nic_pcie_link(facts, knowledge):
                 capable += ", %s: %s" % (model.get("name", "the model"),
                                          _fmt_link(model.get("width"), model.get("speed_gts")))
             down.append("%s %s, %s" % (_label(nic), _fmt_link(link["current_width"], link["current_speed_gts"]),
-                                      capable))
+                                       capable))
         else:
             key = _fmt_link(link["current_width"], link["current_speed_gts"])
             at[key] = at.get(key, 0) + 1

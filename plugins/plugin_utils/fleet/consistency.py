@@ -177,7 +177,7 @@ def rail_consistency(report):
                 value = next((v for v, members in row["values"].items() if host in members), None)
                 if host in row["odd"]:
                     odd.append("%s: %s, %d other node(s): %s" % (row["label"], value, len(row["values"][row["majority"]]),
-                                                                  row["majority"]))
+                                                                 row["majority"]))
                 elif host in row["unknown"]:
                     unsure.append("%s unreadable here" % row["label"])
                 elif row["status"] == "no_majority":

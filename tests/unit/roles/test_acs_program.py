@@ -171,7 +171,7 @@ def test_usage_and_an_unreadable_list(tmp_path):
 
 
 def test_a_register_that_does_not_keep_0_fails_the_run_and_the_others_are_still_cleared(sim_pci_tree, tmp_path,
-                                                                                         monkeypatch, capsys):
+                                                                                        monkeypatch, capsys):
     root = sim_pci_tree(FAULT)
     program = _program()
     other = "0000:21:00.0"

@@ -193,7 +193,7 @@ def _with(monkeypatch, name, change):
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"].update(layout="ring"), "layout 'ring' is not one of"),
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"].pop("switch"), "pcie_tree.switch must be a mapping"),
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"]["root_port"].update(device="x14ab"), "pcie_tree.root_port.device must "
-                                                                                        "be a hex id"),
+     "be a hex id"),
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"].update(gpu_rebar=[19, [8, 18]]), "gpu_rebar must be [current"),
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"].update(aspm=5), "aspm must be the LnkCtl ASPM control"),
     ("mi300x-8gpu-spx", lambda p: p["pcie_tree"].update(nics={"vendor": "0x17db", "device": "0x0501",

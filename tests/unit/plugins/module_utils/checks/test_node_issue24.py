@@ -232,7 +232,7 @@ def test_levels_and_rows_are_the_datas():
     {"releases": [{"rocm": ["6.4.1"], "os": ["Ubuntu 24.04"], "gpu_only_on": [None]}]},
     {"releases": ["6.4.1", {"rocm": ["x"]}], "products": ["MI308X"]},
     {"policy": None, "releases": [{"rocm": ["6.4.1"], "os": [{"name": "U", "id": "ubuntu", "version_id": "24.04",
-                                                                "kernels": ["6.8"], "kernel_not_for": ["x"]}]}]},
+                                                              "kernels": ["6.8"], "kernel_not_for": ["x"]}]}]},
 ])
 def test_malformed_knowledge_gives_a_verdict_not_a_traceback(spec):
     for gen in ("MI300X", "MI308X", None):
@@ -353,7 +353,7 @@ def test_a_kfd_user_leaves_every_gpu_unjudged():
 
 @pytest.mark.parametrize("health,text", [
     (_idle_health(error="no process directories under /x/proc (not a procfs)"), "processes not known: no process "
-                                                                                  "directories under /x/proc"),
+     "directories under /x/proc"),
     (_idle_health(unreadable=12), "processes not known: the open files of 12 process(es) are not readable (not "
                                   "root)"),
     ({"gpus": [_gpu("0000:10:00.0")]}, "processes not known: process table not gathered"),

@@ -696,7 +696,7 @@ def _gpu_dir(root, bdf="0000:0c:00.0"):
     ("vfio", "GPU 0000:0c:00.0 is bound to vfio-pci (passed through to a VM)"),
 ])
 def test_the_module_refuses_on_a_node_that_hands_a_gpu_to_vms_and_changes_nothing(sim_pci_tree, etc, tools, role_paths,
-                                                                                   run_module, sign, words):
+                                                                                  run_module, sign, words):
     root = sim_pci_tree(FAULT)
     make_node(pathlib.Path(root))
     etc()
@@ -724,7 +724,7 @@ def test_the_module_clears_acs_now_and_installs_the_unit_idempotently(sim_pci_tr
     before = _configs(root)
     code, res = run_module(kernel_runtime, check_mode=True, diff=True, sysroot=root, tuning=_acs_tuning())
     assert code == 0 and res["changed"] and res["acs"] == {"bridges": res["acs"]["bridges"], "cleared": [ENABLED],
-                                                          "list": str(role_paths["ACS_LIST"])}
+                                                           "list": str(role_paths["ACS_LIST"])}
     runtime = res["diff"][0]
     assert runtime["before_header"] == "runtime values" and "ACS Control %s = 0x001d\n" % ENABLED in runtime["before"]
     assert "ACS Control %s = 0x0000\n" % ENABLED in runtime["after"]
@@ -766,7 +766,7 @@ def test_the_module_clears_acs_now_and_installs_the_unit_idempotently(sim_pci_tr
     ("pass\n", "ran, but ACS Control still reads non-zero on 0000:37:00.0 (0x001d)"),
 ])
 def test_the_module_fails_when_the_program_fails_or_the_bridges_keep_acs(sim_pci_tree, etc, tools, role_paths, run_module,
-                                                                          script, words):
+                                                                         script, words):
     root = sim_pci_tree(FAULT)
     make_node(pathlib.Path(root))
     etc()
