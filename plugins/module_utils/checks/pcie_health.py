@@ -226,7 +226,7 @@ def check_acs(facts, knowledge, options=None):
         expected = "ACS control 0x%04x (every bit clear) on every bridge above the GPUs and RDMA NICs" % want
     found = acs_bridges(facts, want)
     if found["unknown"]:
-        kind, why = found["unknown"]
+        kind, why = found["unknown"] or (None, None)
         return _result("pci_acs", "unknown", why, expected, _ACS_UNKNOWN_FIX[kind], source, cvs)
     enabled = ["%s ACSCtl %s (0x%04x)" % (b["bdf"], " ".join(f + "+" for f in b["flags"]), b["control"])
                for b in found["enabled"]]

@@ -174,6 +174,21 @@ def _numa_of(tree):
     return [int(tree.pci[b]["numa_node"]) for b in tree.gpu_bdfs]
 
 
+def _port_files(root, *names):
+    """``{"<dev>/<port>": "<file> / <file>"}`` of every RDMA port."""
+    out = {}
+    for dev in _listing(root, "sys/class/infiniband"):
+        for port in _listing(root, f"sys/class/infiniband/{dev}/ports"):
+            out[f"{dev}/{port}"] = " / ".join(_read(root, f"sys/class/infiniband/{dev}/ports/{port}/{n}") for n in names)
+    return out
+
+
+def _temperatures(root, bdf):
+    base = os.path.join(root, PCI, bdf, "hwmon")
+    return [int(_read(os.path.join(base, hw), name)) for hw in os.listdir(base)
+            for name in os.listdir(os.path.join(base, hw)) if re.match(r"^temp\d+_input$", name)]
+
+
 CHECKS = {
     "gpu_count": lambda t, v: len(t.accel_bdfs()) == v == len(t.gpu_bdfs),
     "device_id": lambda t, v: {t.pci[b]["device"] for b in t.accel_bdfs()} == {v},
@@ -283,15 +298,6 @@ def _nic_degraded(root):
     return out
 
 
-def _port_files(root, *names):
-    """``{"<dev>/<port>": "<file> / <file>"}`` of every RDMA port."""
-    out = {}
-    for dev in _listing(root, "sys/class/infiniband"):
-        for port in _listing(root, f"sys/class/infiniband/{dev}/ports"):
-            out[f"{dev}/{port}"] = " / ".join(_read(root, f"sys/class/infiniband/{dev}/ports/{port}/{n}") for n in names)
-    return out
-
-
 def _ipv4_gid_index(root):
     """``{dev: index}`` of port 1's first RoCE v2 GID holding an IPv4-mapped address (None without one)."""
     out = {}
@@ -312,12 +318,6 @@ def _routes(root):
             address = ".".join(str(b) for b in int(dest, 16).to_bytes(4, "little"))
             out[iface] = "%s/%d" % (address, bin(int(mask, 16)).count("1"))
     return out
-
-
-def _temperatures(root, bdf):
-    base = os.path.join(root, PCI, bdf, "hwmon")
-    return [int(_read(os.path.join(base, hw), name)) for hw in os.listdir(base)
-            for name in os.listdir(os.path.join(base, hw)) if re.match(r"^temp\d+_input$", name)]
 
 
 def _os_release(root):
