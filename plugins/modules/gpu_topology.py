@@ -224,11 +224,29 @@ device_access:
   sample: {sysroot: /, kfd: {path: /dev/kfd, exists: true, char_device: true, owner: root, group: render, gid: 110,
            mode: "0660"}, render_nodes: [], users: {}, docker: {present: true, path: /usr/sbin/dockerd},
            amd_ctk: {present: false, path: null}}
+rail_inventory:
+  description:
+    - >-
+      The node's part of the cross-node rail comparison, with the keys of the C(inventory) that
+      M(topotune.instinct.platform_checks) returns: C(gpus) (per physical GPU its C(bdf), C(compute_partition) and
+      C(memory_partition), null where amdgpu has no such file) and C(rails) (per physical GPU in PCI order, rail i
+      being GPU i: the RDMA NIC below its PCIe switch, that NIC's first port, netdev, rate, firmware and IPv4
+      subnet; an empty list without RDMA NICs).
+    - The launch_templates role compares them across the play's nodes (filter C(topotune.instinct.rdma_withheld))
+      and leaves C(NCCL_IB_HCA) unset on a node whose rails differ from its hardware class's.
+  returned: success
+  type: dict
+  sample: {gpus: [{bdf: "0000:0c:00.0", compute_partition: SPX, memory_partition: NPS1}],
+           rails: [{rail: 0, gpu: "0000:0c:00.0", nic: mlx5_0, nic_bdf: "0000:0d:00.0", level: switch, port: 1,
+                    link_layer: Ethernet, state: ACTIVE, phys_state: LinkUp, rate: "400 Gb/sec (4X NDR)",
+                    rate_gbps: 400.0, netdev: enp13s0np0, fw_ver: "28.39.1002", ipv4_subnet: "10.0.0.0/24"}]}
 
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import partition_modes
+from ansible_collections.topotune.instinct.plugins.module_utils.checks.rdma_health import node_rails
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.sysroot import join, read_text
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.devices import device_access
@@ -269,6 +287,8 @@ class GpuTopology:
             "rocm_version": version,
             # read here too: the container_runtime action needs them, and this is the node's one read-only round trip
             "device_access": device_access(self.params["sysroot"]),
+            # the launch_templates role compares the play's nodes' rails before it suggests NCCL_IB_HCA
+            "rail_inventory": {"gpus": partition_modes(self.params["sysroot"]), "rails": node_rails(self.params["sysroot"])},
         }
 
     def rocm_version(self):

@@ -87,6 +87,19 @@ options:
       node's NICs.
     type: dict
     default: {}
+  rdma_withheld:
+    description:
+      - >-
+        Why C(NCCL_IB_HCA) and C(NCCL_IB_GID_INDEX) are left unset on this node, whatever NICs it has; the README says
+        it. Empty (the default): the node's own NIC pairing decides (O(sysroot)).
+      - >-
+        The role sets it itself where the node's rails differ from the other nodes of its hardware class in the play
+        (filter C(topotune.instinct.rdma_withheld) over the play's C(topotune_discovery), as the C(rail_consistency)
+        check compares them): RCCL pairs two nodes' NICs by position, so with two NICs swapped or cabled to another
+        leaf, NICs in GPU order would send the traffic across rails. A value set here wins; the nodes are compared only
+        when the play discovered them (C(playbooks/topology.yml)).
+    type: str
+    default: ""
   gres:
     description: Write the Slurm C(gres.conf) fragment (C(gres.conf) in O(dest)).
     type: bool

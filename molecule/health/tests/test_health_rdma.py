@@ -91,3 +91,23 @@ def test_the_report_names_the_swapped_node(tmp_path):
     assert "Odd node out: %s (rail:0, rail:1)" % SWAPPED in section
     assert '<span class="badge s-fail">fail</span> %s: rail 0 (GPU 0&#39;s NIC): mlx5_1' % SWAPPED in section
     assert "tt-h16g-good1:" not in section
+
+
+def test_nccl_ib_hca_is_withheld_on_the_swapped_node_only(host):
+    """The launch_templates role on the four nodes of group rdma_launch, after the play discovered them: the group env
+    files of the nodes whose rails agree name their NICs; the swapped node's have neither NCCL_IB_HCA nor
+    NCCL_IB_GID_INDEX, and its launch README says why, naming the two rails."""
+    hostname = host.backend.get_hostname()
+    if "rdma_launch" not in host.ansible.get_variables()["group_names"]:
+        pytest.skip("not a launch node")
+    readme = host.file("/etc/topotune/launch/README").content_string
+    group0 = host.file("/etc/topotune/launch/size8-group0.env").content_string
+    if hostname == SWAPPED:
+        assert "NCCL_IB_HCA" not in group0 and "NCCL_IB_GID_INDEX" not in group0
+        line = next(line for line in readme.splitlines() if line.startswith("RDMA: NCCL_IB_HCA"))
+        assert line.startswith("RDMA: NCCL_IB_HCA not set: withheld: its rails differ from the other nodes of its "
+                               "hardware class in this run (rail_consistency: rail 0 (GPU 0's NIC): mlx5_1 "), line
+        assert "3 other node(s): mlx5_0 " in line and "rail 1 (GPU 1's NIC): mlx5_0 " in line
+    else:
+        assert "NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1\n" in group0
+        assert "NCCL_IB_GID_INDEX=3\n" in group0 and "withheld" not in readme

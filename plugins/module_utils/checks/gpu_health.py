@@ -121,6 +121,17 @@ def _physical_devices(sysroot):
     return base, [slots[s] for s in sorted(slots)]
 
 
+def partition_modes(sysroot="/"):
+    """``[{"bdf", "compute_partition", "memory_partition"}]`` per physical GPU in BDF order (None where amdgpu has no
+    ``current_*_partition`` file): what ``inventory`` gives the cross-node comparison's hardware class, read alone
+    (the gpu_topology module returns it with the node's rails)."""
+    base, bdfs = _physical_devices(sysroot)
+    return [{"bdf": bdf,
+             "compute_partition": read_text(os.path.join(base, bdf, "current_compute_partition"), None),
+             "memory_partition": read_text(os.path.join(base, bdf, "current_memory_partition"), None)}
+            for bdf in bdfs]
+
+
 def _kfd_partitions(sysroot):
     """``{slot: KFD GPU nodes}``: the compute partitions each GPU shows. amdkfd makes one node per partition
     (``location_id`` = bus << 8 | device << 3 | function, the partition ORed into the function bits)."""

@@ -22,6 +22,9 @@ Public API (standard library only, Python 3.8+; hooked into ``platform_checks.ga
     Per physical GPU, in BDF order (rail ``i`` is the i-th GPU), its rail: the NIC ``nic_affinity`` pairs with it and
     that NIC's first port, netdev, rate, firmware and IPv4 subnet (shape below): the node's part of the cluster-wide
     ``rail_consistency`` comparison (``inventory["rails"]`` of the platform_checks module).
+``node_rails(sysroot="/")``
+    ``rails`` of the node under ``sysroot``, read alone (the gpu_topology module returns them, so the launch_templates
+    role can compare the rails of the play's nodes before it writes ``NCCL_IB_HCA``).
 ``read_rdma_ports(sysroot, name)``
     The ports of RDMA device ``name``: state, physical state, rate, link layer, link counters and GID table.
 ``roce_v2_gid_index(port)``
@@ -561,6 +564,11 @@ def rails(facts, affinity):
                     "rate": port.get("rate"), "rate_gbps": port.get("rate_gbps"), "netdev": netdev,
                     "fw_ver": nic.get("fw_ver"), "ipv4_subnet": subnets[0] if subnets else None})
     return out
+
+
+def node_rails(sysroot="/"):
+    """See the module docstring."""
+    return rails(gather(sysroot), nic_affinity(gather_pcie(sysroot)))
 
 
 # --------------------------------------------------------------------------------------------- GID index

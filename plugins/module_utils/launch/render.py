@@ -126,6 +126,20 @@ OPTIONS = {
                        "limited to C([A-Za-z0-9_,.:/=+@%-])); one set here wins over the C(NCCL_IB_HCA) and "
                        "C(NCCL_IB_GID_INDEX) found from the node's NICs.",
     },
+    "rdma_withheld": {
+        "type": "str", "default": "",
+        "description": [
+            "Why C(NCCL_IB_HCA) and C(NCCL_IB_GID_INDEX) are left unset on this node, whatever NICs it has; the README "
+            "says it. Empty (the default): the node's own NIC pairing decides (O(sysroot)).",
+            "The role sets it itself where the node's rails differ from the other nodes of its hardware class in the "
+            "play (filter C(topotune.instinct.rdma_withheld) over the play's C(topotune_discovery), as the "
+            "C(rail_consistency) check compares them): RCCL pairs two nodes' NICs by position, so with two NICs "
+            "swapped or cabled to another leaf, NICs in GPU order would send the traffic across rails. A value set "
+            "here wins; the nodes are compared only when the play discovered them (C(playbooks/topology.yml)).",
+        ],
+        "role": {"arg": "{{ launch_templates_rdma_withheld or (__launch_templates_rdma_withheld | default({}))"
+                        ".get(inventory_hostname, '') }}"},
+    },
     "gres": {
         "type": "bool", "default": True,
         "description": "Write the Slurm C(gres.conf) fragment (C(gres.conf) in O(dest)).",
@@ -293,6 +307,9 @@ def validate_options(options):
         _check_value("rdma_nics[%s]" % slot, str(nic))
     opts["rdma_ports"] = _rdma_ports(opts["rdma_ports"])
     opts["rdma_reason"] = " ".join(str(opts["rdma_reason"] or "").split())
+    if not isinstance(opts["rdma_withheld"], str):
+        _fail("rdma_withheld", opts["rdma_withheld"], "is not text", "give the reason NCCL_IB_HCA is withheld, or ''")
+    opts["rdma_withheld"] = " ".join(opts["rdma_withheld"].split())
     opts["membind"] = bool(opts["membind"])
     opts["gres"] = bool(opts["gres"])
     opts["header"] = " ".join(str(opts["header"]).split())
@@ -567,6 +584,8 @@ def _slot(bdf):
 def _group_nics(p, members):
     """``(NICs of the group's GPUs in GPU order, None)`` or ``(None, why not)``."""
     opts = p["options"]
+    if opts["rdma_withheld"]:
+        return None, "withheld: %s" % opts["rdma_withheld"]
     if not opts["rdma_nics"]:
         return None, opts["rdma_reason"] or "no RDMA NIC affinity"
     by_index = {g["index"]: g for g in p["gpus"]}

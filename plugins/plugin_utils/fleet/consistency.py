@@ -23,6 +23,10 @@ Controller only (pure functions, standard library). Input: ``{host: inventory}``
 ``rail_consistency(report)``
     The cluster-wide check ``rail_consistency`` of each compared node, from ``compare``'s ``rail:<i>`` items:
     ``{host: {id, status, observed, expected, remediation, source}}`` (the shape of a node check).
+``rdma_withheld(inventories)``
+    ``{host: reason}`` for each node whose ``rail_consistency`` fails: the launch_templates role leaves
+    ``NCCL_IB_HCA`` unset there and its README gives the reason. Nodes that pass or are unknown are not listed (their
+    own NIC pairing stands: an unreadable rail or a class of one proves no disagreement).
 ``lines(report)``
     One line per item that is not consistent, for the terminal.
 
@@ -197,10 +201,18 @@ def rail_consistency(report):
             out[host] = {"id": "rail_consistency", "status": status, "observed": observed, "expected": expected,
                          "remediation": "" if status == "pass" else (
                              "check the NIC-to-GPU cabling and the switch port of each named rail (or the NIC's "
-                             "firmware); until fixed, leave NCCL_IB_HCA unset on this node" if status == "fail" else
+                             "firmware); until fixed, NCCL_IB_HCA stays unset on this node (the launch_templates "
+                             "role withholds it)" if status == "fail" else
                              "run the checks on more nodes of this class, or as root"),
                          "source": RAIL_SOURCE}
     return out
+
+
+def rdma_withheld(inventories):
+    """See the module docstring."""
+    return {host: "its rails differ from the other nodes of its hardware class in this run (rail_consistency: %s), "
+                  "so RCCL's NIC by GPU position would cross rails" % verdict["observed"]
+            for host, verdict in compare(inventories)["rail_consistency"].items() if verdict["status"] == "fail"}
 
 
 def lines(report):

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.modules import platform_checks as module
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import checks_knowledge
@@ -22,17 +24,29 @@ def _cli(*argv):
     return subprocess.run([sys.executable, CLI, "checks"] + list(argv), capture_output=True, text=True, check=False)
 
 
-def test_same_results_as_the_module(sim_tree, run_module):
-    root = sim_tree("fault-ecc-uncorrectable")
+# fault profile -> the check its fault trips, its status and text of its observation: one per kind of reader (GPU
+# RAS sysfs, an RDMA NIC's PCI link, KFD io_links, the kernel log under the tree)
+FAULTS = {
+    "fault-ecc-uncorrectable": ("gpu_ecc_errors", "fail", "0000:38:00.0"),
+    "fault-nic-x8": ("rdma_nic_pcie_link", "fail", "mlx5_2"),
+    "fault-xgmi-link-down": ("xgmi_links", "fail", "GPU"),
+    "fault-driver-error": ("gpu_kernel_log", "warn", "psp gfx command LOAD_TA(0x1) failed"),
+}
+
+
+@pytest.mark.parametrize("profile", sorted(FAULTS))
+def test_same_results_as_the_module(sim_tree, run_module, profile):
+    root = sim_tree(profile)
     run = _cli("--sysroot", root)
-    assert run.returncode == 1, run.stderr  # a check fails: uncorrectable ECC on GPU 2
+    assert run.returncode == 1, run.stderr  # a check fails (the fault's, or the untuned node's kernel parameters)
     out = json.loads(run.stdout)
     knowledge = _knowledge()
     # the same code on the same tree (unit files read under the tree, as the CLI does)
     assert out["checks"] == pc.run_checks(pc.gather(root, unit_root=root), knowledge)
     assert out["identity"]["generation"] == "MI300X" and out["summary"]["fail"] >= 1
-    ecc = next(r for r in out["checks"] if r["id"] == "gpu_ecc_errors")
-    assert ecc["status"] == "fail" and "0000:38:00.0" in ecc["observed"]
+    check_id, status, text = FAULTS[profile]
+    tripped = next(r for r in out["checks"] if r["id"] == check_id)
+    assert tripped["status"] == status and text in tripped["observed"], tripped
     # and what the role's module returns on it (its unit files are the test machine's: power_managers left out)
     rc, result = run_module(module, sysroot=root, knowledge=knowledge)
     assert rc == 0

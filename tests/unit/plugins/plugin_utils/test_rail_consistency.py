@@ -4,10 +4,12 @@ and on the simulated nodes' rails."""
 import copy
 import json
 
+from ansible_collections.topotune.instinct.plugins.filter.rdma_withheld import rdma_withheld as withheld_filter
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.module_utils.checks.gpu_health import inventory as health_inventory
+from ansible_collections.topotune.instinct.plugins.modules import gpu_topology
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
-from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare, lines, rail_value
+from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.consistency import compare, lines, rail_value, rdma_withheld
 
 
 def _rails(count=8, fw="28.39.1002", rate="400 Gb/sec (4X NDR)"):
@@ -93,7 +95,50 @@ def test_rails_are_compared_within_a_hardware_class():
     assert {v["status"] for v in report["rail_consistency"].values()} == {"pass"}
 
 
+def test_nccl_ib_hca_is_withheld_only_where_the_rail_check_fails():
+    swapped = rdma_withheld({"n1": _inv(), "n2": _inv(), "n3": _inv(_swapped()), "n4": _inv()})
+    assert list(swapped) == ["n3"]
+    assert swapped["n3"].startswith("its rails differ from the other nodes of its hardware class in this run "
+                                    "(rail_consistency: rail 0 (GPU 0's NIC): mlx5_1 ")
+    assert "rail 1 (GPU 1's NIC): mlx5_0 " in swapped["n3"] and swapped["n3"].endswith("would cross rails")
+    # what proves no disagreement withholds nothing: a class of one, no majority, an unreadable rail, no rails
+    other = _rails()
+    other[0]["ipv4_subnet"] = "10.8.0.0/24"
+    partial = _rails()
+    partial[2]["fw_ver"] = None
+    for inventories in ({"a": _inv(_swapped())}, {"a": _inv(), "b": _inv(other)},
+                        {"a": _inv(), "b": _inv(), "c": _inv(partial)}, {"a": _inv(rails=[]), "b": _inv(_swapped())}):
+        assert rdma_withheld(inventories) == {}, inventories
+
+
 # ---------------------------------------------------------------------- on the simulated nodes (sim/profiles)
+def test_the_discovery_carries_the_rails_the_checks_compare_and_the_launch_filter_withholds_on_them(sim_tree, run_module):
+    """The gpu_topology module returns the node's rail inventory (partition modes and rails, as platform_checks'
+    inventory has them), and the rdma_withheld filter over three discoveries withholds NCCL_IB_HCA on the node with
+    rails 0 and 1 swapped only, with the verdict the cluster-wide rail_consistency check gives."""
+    knowledge = dict(load_knowledge("gpu_generations"), pcie_health=load_knowledge("pcie_health"))
+    hostvars, inventories = {}, {}
+    for host, profile in (("good1", "mi300x-8gpu-spx"), ("good2", "mi300x-8gpu-spx"), ("swapped", "fault-rail-swapped")):
+        root = sim_tree(profile)
+        code, result = run_module(gpu_topology, sysroot=root, source="kfd")
+        assert code == 0, result
+        facts = pc.gather(root)
+        assert result["rail_inventory"]["rails"] == pc.inventory_rails(facts)
+        assert result["rail_inventory"]["gpus"] == [
+            {key: g[key] for key in ("bdf", "compute_partition", "memory_partition")}
+            for g in health_inventory(facts["health"], facts)["gpus"]]
+        identity = pc.node_identity(facts, knowledge)
+        inventories[host] = dict(result["rail_inventory"], identity=identity)
+        # the gpu_topology action adds the identity to the model
+        hostvars[host] = {"topotune_discovery": dict(result, topology=dict(result["topology"], identity=identity))}
+    hostvars["undiscovered"] = {}
+    withheld = withheld_filter(["good1", "good2", "swapped", "undiscovered"], hostvars)
+    verdict = compare(inventories)["rail_consistency"]["swapped"]
+    assert list(withheld) == ["swapped"] and verdict["status"] == "fail"
+    assert "(rail_consistency: %s)" % verdict["observed"] in withheld["swapped"]
+    assert withheld_filter(["good1", "good2"], hostvars) == {}
+
+
 def test_the_swapped_rails_profile_passes_every_node_check_and_only_the_cluster_names_it(sim_tree):
     """fault-rail-swapped: every node-local check gives what its base gives (each GPU still has a NIC below its
     switch, every port is up with its GID); its rails 0 and 1 carry each other's NIC and subnet, and the comparison

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import pcie_health as ph
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import rdma_health as rh
-from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import LaunchRenderError, render
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
@@ -553,6 +553,20 @@ def test_launch_readme_says_why_no_nic_is_set(facts_of, sim_model):
     assert "NCCL_IB_HCA" not in files["size4-group0.env"] and "NCCL_IB_GID_INDEX" not in files["size4-group0.env"]
     assert ("RDMA: NCCL_IB_HCA not set: GPU(s) 0000:0c:00.0 have no NIC below their own PCIe switch or root port"
             in files["README"])
+
+
+def test_a_withheld_node_gets_no_nic_whatever_its_pairing_and_the_readme_says_why(sim_tree, sim_model):
+    options = rh.launch_rdma_options(sim_tree(GOOD))
+    reason = "its rails differ from the other nodes of its hardware class in this run (rail_consistency: rail 0 ...)"
+    files = _launch(sim_model, GOOD, dict(options, rdma_withheld=reason))
+    for name in ("size4-group0.env", "size4-group1.env"):
+        assert "NCCL_IB_HCA" not in files[name] and "NCCL_IB_GID_INDEX" not in files[name]
+    assert "RDMA: NCCL_IB_HCA not set: withheld: %s\n" % reason in files["README"]
+    # the user's own value still wins, and a reason that is not text is refused naming the option
+    user = _launch(sim_model, GOOD, dict(options, rdma_withheld=reason, extra_env={"NCCL_IB_HCA": "mlx5_7"}))
+    assert "NCCL_IB_HCA=mlx5_7\n" in user["size4-group0.env"]
+    with pytest.raises(LaunchRenderError, match="rdma_withheld"):
+        _launch(sim_model, GOOD, dict(options, rdma_withheld=["rail 0"]))
 
 
 # --------------------------------------------------------------- acs_bridges: pci_acs's selection, and the ACS fix's
