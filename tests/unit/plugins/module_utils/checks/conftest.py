@@ -1,9 +1,13 @@
-"""What docs/health-checks.md documents, for the tests of the checks that hold the code to it."""
+"""Shared by the tests of the checks: what docs/health-checks.md documents (the tests that hold the code to it), and
+the platform checks of a simulated profile's tree, run once per session."""
 
 import os
 import re
 
 import pytest
+
+from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks as pc
+from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import checks_knowledge
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", ".."))
 HEALTH_CHECKS_MD = os.path.join(REPO, "docs", "health-checks.md")
@@ -46,3 +50,19 @@ def health_checks_doc():
                 text = handle.read()
         return HealthChecksDoc(text)
     return parse
+
+
+@pytest.fixture(scope="session")
+def node_checks(sim_tree):
+    """``node_checks(profile)``: ``(facts, {check id: result})`` of ``platform_checks.gather`` and ``run_checks`` on
+    the profile's tree with the knowledge the module's action passes (``checks_knowledge``), once per session. Read
+    them, never change them (copy first)."""
+    cache = {}
+    knowledge = checks_knowledge()
+
+    def get(name):
+        if name not in cache:
+            facts = pc.gather(sim_tree(name))
+            cache[name] = (facts, {r["id"]: r for r in pc.run_checks(facts, knowledge)})
+        return cache[name]
+    return get

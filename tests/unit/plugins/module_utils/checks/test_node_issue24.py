@@ -36,18 +36,6 @@ def _by_id(results):
     return {r["id"]: r for r in results}
 
 
-@pytest.fixture(scope="module")
-def results_of(sim_tree):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            facts = pc.gather(sim_tree(name))
-            cache[name] = (facts, _by_id(pc.run_checks(facts, KNOWLEDGE)))
-        return cache[name]
-    return get
-
-
 # ------------------------------------------------------------------------------------- every profile
 # the check -> {profile: (status, what the observation starts with)}; every profile not named passes
 OWN_FAULTS = {
@@ -75,8 +63,8 @@ def test_the_new_fault_profiles_exist():
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_each_check_passes_everywhere_but_on_its_own_fault(profile, results_of):
-    _facts, results = results_of(profile)
+def test_each_check_passes_everywhere_but_on_its_own_fault(profile, node_checks):
+    _facts, results = node_checks(profile)
     for check_id, faults in OWN_FAULTS.items():
         result = results[check_id]
         if profile in faults:
@@ -87,8 +75,8 @@ def test_each_check_passes_everywhere_but_on_its_own_fault(profile, results_of):
             assert result["status"] == "pass", (check_id, result)
 
 
-def test_good_profile_observations(results_of):
-    _facts, results = results_of("mi300x-8gpu-spx")
+def test_good_profile_observations(node_checks):
+    _facts, results = node_checks("mi300x-8gpu-spx")
     assert results["os_supported"]["observed"] == (
         "ubuntu 24.04 (Ubuntu 24.04.2 LTS), kernel 6.8.0-45-generic, ROCm 6.4.1-112: listed as Ubuntu 24.04.2, kernel "
         "line 6.8 (GA)")
@@ -98,7 +86,7 @@ def test_good_profile_observations(results_of):
                                                "junction <= 55 °C, mem <= 43 °C")
     assert results["gpu_kernel_log"]["cvs"] == "test_check_dmesg_driver_errors"
     # MI250X: an OS AMD limits to MI300X is not offered to it
-    _facts, mi250x = results_of("mi250x-8gcd")
+    _facts, mi250x = node_checks("mi250x-8gcd")
     assert "Oracle Linux" not in mi250x["os_supported"]["expected"] and "edge <= 50 °C" in mi250x["gpu_idle"]["observed"]
 
 
@@ -115,8 +103,8 @@ def test_the_knowledge_reaches_every_caller():
         assert "checks_knowledge" in handle.read()
 
 
-def test_without_the_matrix_the_check_is_left_out(results_of):
-    facts, _results = results_of("mi300x-8gpu-spx")
+def test_without_the_matrix_the_check_is_left_out(node_checks):
+    facts, _results = node_checks("mi300x-8gpu-spx")
     knowledge = {k: v for k, v in KNOWLEDGE.items() if k != "rocm_compatibility"}
     assert "os_supported" not in _by_id(pc.run_checks(facts, knowledge))
 

@@ -39,21 +39,9 @@ def _by_id(results):
     return {r["id"]: r for r in results}
 
 
-@pytest.fixture(scope="module")
-def results_of(sim_tree):
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            facts = pc.gather(sim_tree(name))
-            cache[name] = (facts, _by_id(pc.run_checks(facts, KNOWLEDGE)))
-        return cache[name]
-    return get
-
-
 @pytest.mark.parametrize("profile", PROFILES)
-def test_each_check_passes_everywhere_but_on_its_own_fault(profile, results_of):
-    facts, results = results_of(profile)
+def test_each_check_passes_everywhere_but_on_its_own_fault(profile, node_checks):
+    facts, results = node_checks(profile)
     for check_id, (fault, status, text) in OWN_FAULT.items():
         result = results[check_id]
         if profile == fault:
@@ -67,8 +55,8 @@ def test_each_check_passes_everywhere_but_on_its_own_fault(profile, results_of):
             assert result["status"] == "pass", (check_id, result)
 
 
-def test_online_memory_names_the_minimum_and_its_source(results_of):
-    _facts, results = results_of(GOOD)
+def test_online_memory_names_the_minimum_and_its_source(node_checks):
+    _facts, results = node_checks(GOOD)
     result = results["online_memory"]
     assert result["observed"] == "2304 GiB online"
     assert result["expected"] == ">= 1536 GiB online (fail below: MI300X's min_gib); >= 2048 GiB online (warn below: " \
@@ -85,17 +73,17 @@ def _memory(facts, online_gib, offline_gib=0, name=None):
 
 
 @pytest.mark.parametrize("gib,status", [(1535.9, "fail"), (1536, "warn"), (2047, "warn"), (2048, "pass")])
-def test_mi300x_fails_below_the_page_and_warns_below_the_recommendation(gib, status, results_of):
-    facts, _results = results_of(GOOD)
+def test_mi300x_fails_below_the_page_and_warns_below_the_recommendation(gib, status, node_checks):
+    facts, _results = node_checks(GOOD)
     result = _by_id(pc.run_checks(_memory(facts, gib), KNOWLEDGE))["online_memory"]
     assert result["status"] == status
     if status == "warn":
         assert result["remediation"].startswith("below 2048 GiB (MI300X's recommended_gib): check DIMM population")
 
 
-def test_the_minimum_is_the_cards(results_of):
+def test_the_minimum_is_the_cards(node_checks):
     """Edited knowledge, other verdicts: the figures and levels are read from the view, not built in."""
-    facts, _results = results_of(GOOD)
+    facts, _results = node_checks(GOOD)
     knowledge = copy.deepcopy(KNOWLEDGE)
     knowledge["host"]["online_memory"]["generations"]["MI300X"].update(min_gib=4096)
     assert _by_id(pc.run_checks(facts, knowledge))["online_memory"]["status"] == "fail"
@@ -111,26 +99,26 @@ def test_the_minimum_is_the_cards(results_of):
     ("mi210-8gpu-2hive", 511, "fail"),
     ("mi210-8gpu-2hive", 512, "pass"),
 ])
-def test_each_generation_has_its_own_minimum(profile, gib, status, results_of):
-    facts, _results = results_of(profile)
+def test_each_generation_has_its_own_minimum(profile, gib, status, node_checks):
+    facts, _results = node_checks(profile)
     assert _by_id(pc.run_checks(_memory(facts, gib), KNOWLEDGE))["online_memory"]["status"] == status
 
 
-def test_the_pinned_expectation_replaces_the_generations_minimum(results_of):
-    facts, _results = results_of(GOOD)
+def test_the_pinned_expectation_replaces_the_generations_minimum(node_checks):
+    facts, _results = node_checks(GOOD)
     pinned = _by_id(pc.run_checks(facts, KNOWLEDGE, {"expected": {"min_online_memory_gib": 3072}}))
     assert "expected_online_memory" not in pinned  # one check owns the fact
     result = pinned["online_memory"]
     assert (result["status"], result["expected"]) == (
         "fail", ">= 3072 GiB online (fail below: platform_checks_expected.min_online_memory_gib)")
     assert result["source"].startswith("platform_checks_expected.min_online_memory_gib")
-    offline, _results = results_of("fault-memory-offline")
+    offline, _results = node_checks("fault-memory-offline")
     low = _by_id(pc.run_checks(offline, KNOWLEDGE, {"expected": {"min_online_memory_gib": 1024}}))["online_memory"]
     assert low["status"] == "pass"  # below AMD's 1.5T, above the site's pin: the pin decides
 
 
-def test_unknown_with_the_reason_never_pass(results_of, tmp_path):
-    facts, _results = results_of(GOOD)
+def test_unknown_with_the_reason_never_pass(node_checks, tmp_path):
+    facts, _results = node_checks(GOOD)
     blind = _by_id(pc.run_checks(_memory(facts, None), KNOWLEDGE))["online_memory"]
     assert blind["status"] == "unknown" and blind["observed"].startswith("no online memory blocks under "
                                                                          "sys/devices/system/memory")
