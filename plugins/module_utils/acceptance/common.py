@@ -1,0 +1,75 @@
+"""What every acceptance-tool parser shares: the result shape, the refusal error, and line cleaning.
+
+Public API (standard library only, Python 3.8+):
+
+``AcceptanceParseError(TopotuneError)``
+    Output a parser cannot read; the message is one line naming the source, the line number, the line (shortened)
+    and why.
+``new_result(tool, test, source)``
+    The result every ``parse`` returns::
+
+        {"tool": "transferbench", "test": "a2a", "source": "output", "version": None, "complete": True,
+         "measurements": [], "warnings": []}
+
+    plus tool-specific keys. ``tool`` is the tool's name (``transferbench``, ``rvs``, ``babelstream``,
+    ``rocblas-bench``, ``hipblaslt-bench``, ``perftest``, ``amd-smi``, ``rccl-tests``), ``test`` the tool's test or
+    mode (``a2a``, ``gst``, ``ib_write_bw``...), ``complete`` False when the output was cut or the run did not finish
+    (the cases it printed are still measurements; a figure the tool prints only at the end is then absent, never
+    guessed).
+``measurement(metric, unit, value, case=None, **scope)``
+    One figure: ``{"case": ..., "metric": ..., "unit": ..., "value": ..., "scope": {...}}``. ``case`` selects within a
+    test (a config test number, a direction, a kernel, a message size), ``metric`` names the figure as the tool does
+    (``avg_bandwidth``, ``gflops``, ``met``...), ``unit`` as in ``criteria.UNITS``, ``value`` a float (or a bool for
+    pass/fail verdicts such as RVS ``met: TRUE``), ``scope`` where it was measured (``gpu``, ``src``/``dst``,
+    ``device``, ``action``...); empty for a node-wide figure. A criterion (``knowledge/acceptance.yml``) names the same
+    ``tool``, ``test``, ``case`` and ``metric``.
+``clean_lines(text)``
+    ``[(number, line)]``: CRLF and lone CR as newlines, ANSI escapes and other control characters (TAB kept) removed,
+    trailing space stripped; 1-based numbers of the original lines.
+``is_cut(line)``
+    True for an author's cut marker in a published excerpt (``...``, ``....``, ``…``, ``<SNIP>``): skipped, and the
+    result is then not ``complete`` where the cut could have hidden a figure.
+``shorten(line, limit=80)``
+    The line as an error message quotes it.
+"""
+
+import re
+
+from ..core.errors import TopotuneError
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CUT = re.compile(r"^\s*(?:\.{3,}|…+|<SNIP>.*|\[\.\.\.\])\s*$", re.IGNORECASE)
+
+
+class AcceptanceParseError(TopotuneError):
+    """Acceptance-tool output that holds nothing the parser can read (one-line message)."""
+
+
+def new_result(tool, test, source):
+    """See the module docstring."""
+    return {"tool": tool, "test": test, "source": source, "version": None, "complete": True, "measurements": [],
+            "warnings": []}
+
+
+def measurement(metric, unit, value, case=None, **scope):
+    """See the module docstring."""
+    return {"case": case, "metric": metric, "unit": unit, "value": value, "scope": dict(scope)}
+
+
+def clean_lines(text):
+    """See the module docstring."""
+    text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
+    return [(number, _CONTROL.sub("", _ANSI.sub("", line)).rstrip())
+            for number, line in enumerate(text.split("\n"), 1)]
+
+
+def is_cut(line):
+    """See the module docstring."""
+    return bool(_CUT.match(line))
+
+
+def shorten(line, limit=80):
+    """See the module docstring."""
+    line = " ".join(str(line).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
