@@ -1,6 +1,7 @@
 # Copyright: topotune contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action: write named JSON documents into a controller directory, in the controller process (no module run)."""
+"""Action: write named JSON documents (and texts as they are) into a controller directory, in the controller process
+(no module run)."""
 
 from __future__ import annotations
 
@@ -22,20 +23,29 @@ from ansible_collections.topotune.instinct.plugins.module_utils.core.files impor
 ARGUMENT_SPEC = {
     "directory": {"type": "str", "required": True},
     "documents": {"type": "dict", "required": True},
+    "texts": {"type": "dict", "default": {}},
     "mode": {"type": "raw", "default": "0644"},
 }
 
 
-def plan(documents, directory):
-    """[(path, text)] in name order: <directory>/<name>.json with to_nice_json's layout and a final newline."""
+def _file_name(name):
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise AnsibleActionFail("report_files: %r cannot be a file name (a host name without '/')" % (name,))
+    return name
+
+
+def plan(documents, directory, texts=None):
+    """[(path, text)] in name order: <directory>/<name>.json with to_nice_json's layout and a final newline, then each
+    of ``texts`` as <directory>/<name> as it is (a final newline added where it has none)."""
     if not isinstance(directory, str) or not directory.strip():
         raise AnsibleActionFail("report_files: directory must be a path, got %r" % (directory,))
     directory = os.path.abspath(os.path.expanduser(directory))
     entries = []
     for name in sorted(documents):
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            raise AnsibleActionFail("report_files: %r cannot be a file name (a host name without '/')" % (name,))
-        entries.append((os.path.join(directory, name + ".json"), to_nice_json(documents[name]) + "\n"))
+        entries.append((os.path.join(directory, _file_name(name) + ".json"), to_nice_json(documents[name]) + "\n"))
+    for name in sorted(texts or {}):
+        text = str(texts[name])
+        entries.append((os.path.join(directory, _file_name(name)), text if text.endswith("\n") else text + "\n"))
     return entries
 
 
@@ -56,7 +66,7 @@ class ActionModule(ActionBase):
             mode = parse_mode(args["mode"], "mode")
         except TopotuneError as err:
             raise AnsibleActionFail("report_files: %s" % err) from None
-        entries = plan(args["documents"], args["directory"])
+        entries = plan(args["documents"], args["directory"], args["texts"])
         todo = [(path, text) for path, text in entries if differs(path, text, mode, root_owned=False)]
         before = {path: read_text(path) for path, _text in todo} if self._task.diff else {}
         if not self._task.check_mode:

@@ -28,6 +28,12 @@ options:
     description: Mapping of file name (without C(.json)) to the document.
     type: dict
     required: true
+  texts:
+    description:
+      - Mapping of file name (with its extension, e.g. C(junit.xml)) to a text written as it is (a final newline added
+        where it has none), after the documents, with the same rules.
+    type: dict
+    default: {}
   mode:
     description:
       - Octal permission bits of the files in a quoted string such as V("0644") (an unquoted YAML V(0644), an

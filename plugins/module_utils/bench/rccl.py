@@ -4,6 +4,10 @@ Public API (standard library only, Python 3.8+):
 
 ``RcclParseError(TopotuneError)``
     Output that holds no usable result table; the one-line message quotes the line and says why.
+``detect(text)``
+    True when ``text`` is rccl-tests / nccl-tests perf output: a line of the parameter header (``nThread 1 nGpus 8
+    ...``), the column header (``size count type redop ...``) or the ``Avg bus bandwidth`` footer, after any launcher
+    prefix (``bin/topotune parse`` picks the tool of a file by it).
 ``parse_perf(text, source="output")``
     The parsed run (see ``_new_result``): ``rows`` (one per message size of the first cycle, each with
     ``size`` in bytes, ``count``, ``type``, ``redop``, ``root`` and ``out_of_place`` / ``in_place`` each
@@ -685,6 +689,15 @@ class _Parser:
         busbw = [cells["busbw"] for row in result["rows"] for cells in (row["out_of_place"], row["in_place"])
                  if cells and cells["busbw"] is not None]
         result["peak_busbw"] = max(busbw) if busbw else None
+
+
+_DETECT = re.compile(r"#*[ \t]*(?:nThreads?[ \t]+\d+[ \t]+nGpus\b|(?:size[ \t]+count|bytes[ \t]+N)[ \t]+type\b|"
+                     r"Avg bus bandwidth[ \t]*:)")
+
+
+def detect(text):
+    """See the module docstring."""
+    return any(_DETECT.search(line) for line in _CONTROL.sub("", _ANSI.sub("", text or "")).splitlines())
 
 
 def parse_perf(text, source="output"):

@@ -10,7 +10,8 @@ with the jinja2 templates in ``templates/`` (autoescaped: every value below is p
     ``topology/<host>.json`` (the topology model), ``launch/<host>.json`` (the launch plan the launch_templates
     role applied: groups, bindings, gres summary), ``checks/<host>.json`` (platform checks),
     ``drift/<host>.json`` (drift of managed settings), ``benchmark/<host>.json`` (rccl-tests run, comparison,
-    advice). The run status of each host comes from the per-job bring-up summaries ``run/site/<job id>.json``
+    advice), ``acceptance/<host>.json`` (``playbooks/acceptance.yml``: each criterion's verdict, figure, margins and
+    source, and the tool runs). The run status of each host comes from the per-job bring-up summaries ``run/site/<job id>.json``
     (their union: ``load_run_summaries``), else from ``run/summary.json`` (failed / unreachable hosts).
 ``load_report_dir(path)``
     ``{"report_dir", "hosts": {host: {section: {"state": "ok"|"missing"|"unreadable", "data", "reason",
@@ -44,7 +45,7 @@ import time
 
 from ..fleet.consistency import compare as compare_nodes
 
-SECTIONS = ("topology", "launch", "checks", "drift", "benchmark")
+SECTIONS = ("topology", "launch", "checks", "drift", "benchmark", "acceptance")
 MAX_FILE_BYTES = 64 * 1024 * 1024
 _HOST_FILE = re.compile(r"^(.+)\.json$")
 _STATUS_ORDER = {"fail": 0, "warn": 1, "unknown": 2, "pass": 3}
@@ -94,6 +95,9 @@ def _shape_error(section, data):
     elif section == "drift":
         if not isinstance(data.get("drifted"), list):
             return "no 'drifted' list: not a drift record"
+    elif section == "acceptance":
+        if not isinstance(data.get("verdicts"), list) or not isinstance(data.get("runs"), list):
+            return "no 'verdicts'/'runs' lists: not an acceptance report (playbooks/acceptance.yml writes it)"
     return None
 
 
@@ -669,9 +673,41 @@ def _benchmark_view(bench):
     return view
 
 
+def _signed(value):
+    return "" if not isinstance(value, (int, float)) else "%+.1f %%" % value
+
+
+def _acceptance_counts(report):
+    counts = {"pass": 0, "warn": 0, "fail": 0, "unknown": 0}
+    for verdict in report["verdicts"]:
+        if isinstance(verdict, dict):
+            status = verdict.get("status")
+            counts[status if status in counts else "unknown"] += 1
+    return counts
+
+
+def _acceptance_view(report):
+    verdicts = [v for v in report["verdicts"] if isinstance(v, dict)]
+    verdicts.sort(key=lambda v: (_STATUS_ORDER.get(v.get("status"), 2), str(v.get("id"))))
+    rows = []
+    for v in verdicts:
+        status = v.get("status") if v.get("status") in _STATUS_ORDER else "unknown"
+        value = "" if v.get("value") is None or isinstance(v.get("value"), bool) else "%s %s" % (v["value"], v.get("unit") or "")
+        rows.append((v.get("id"), ("st-" + status, status), value, _signed(v.get("margin_pct")),
+                     _signed(v.get("margin_vs_median_pct")), v.get("observed"), v.get("expected"), v.get("source")))
+    runs = [(r.get("id"), r.get("status"), " ".join(r.get("cmd") or []) or r.get("source") or "", r.get("reason"))
+            for r in report["runs"] if isinstance(r, dict)]
+    counts = _acceptance_counts(report)
+    return {"counts": [(s, "%d %s" % (counts[s], s)) for s in ("fail", "warn", "unknown", "pass")],
+            "generation": text(report.get("product") or report.get("generation")) or None,
+            "table": _table(("criterion", "status", "value", "vs criterion", "vs class median", "observed", "expected",
+                             "source"), rows) if rows else None,
+            "runs": _table(("run", "status", "command or file", "reason"), runs, fold="Tool runs") if runs else None}
+
+
 _VIEWS = (("topology", "Topology", _topology_view), ("launch", "GPU groups and per-rank binding", _launch_view),
           ("checks", "Platform checks", _checks_view), ("drift", "Drift", _drift_view),
-          ("benchmark", "Benchmark", _benchmark_view))
+          ("benchmark", "Benchmark", _benchmark_view), ("acceptance", "Acceptance", _acceptance_view))
 
 
 def _node_view(number, host, sections, status):
@@ -717,8 +753,16 @@ def _overview_row(number, host, sections, status):
             res.get("peak_busbw", "?"), comp.get("status", "unknown"))
     else:
         bench_text = bench["state"] if bench["state"] == "unreadable" else "not collected"
+    accept = sections["acceptance"]
+    if accept["state"] == "ok":
+        a = _acceptance_counts(accept["data"])
+        accept_cell = ("st-fail" if a["fail"] else "st-warn" if a["warn"] else "st-pass" if a["pass"] else None,
+                       "%d fail, %d warn, %d unknown, %d pass" % (a["fail"], a["warn"], a["unknown"], a["pass"]))
+    else:
+        accept_cell = (None, accept["state"] if accept["state"] == "unreadable" else "not collected")
     return {"number": number, "host": host, "status": status, "gpus": gpu_text, "checks_cls": check_cell[0],
-            "checks": check_cell[1], "drift": drift_text, "benchmark": bench_text}
+            "checks": check_cell[1], "drift": drift_text, "benchmark": bench_text, "acceptance_cls": accept_cell[0],
+            "acceptance": accept_cell[1]}
 
 
 _CONSISTENCY_STATUS = {"consistent": ("st-pass", "same"), "differs": ("st-fail", "differs"),

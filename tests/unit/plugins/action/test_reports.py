@@ -19,6 +19,14 @@ def test_report_layout_is_to_nice_json_with_a_final_newline(tmp_path):
     assert entries[1][1] == '{\n    "a": [\n        1\n    ],\n    "b": 1\n}\n'
 
 
+def test_texts_are_written_as_they_are_after_the_documents(tmp_path):
+    entries = plan({"n1": {}}, str(tmp_path), {"junit.xml": "<testsuites/>", "notes.txt": "a\n"})
+    assert entries == [(str(tmp_path / "n1.json"), "{}\n"), (str(tmp_path / "junit.xml"), "<testsuites/>\n"),
+                       (str(tmp_path / "notes.txt"), "a\n")]
+    with pytest.raises(AnsibleActionFail, match="cannot be a file name"):
+        plan({}, str(tmp_path), {"../x.xml": ""})
+
+
 def test_report_directory_expands_home_and_relative_paths(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)

@@ -464,3 +464,30 @@ def test_cluster_consistency_names_the_node_whose_rails_are_swapped(tmp_path):
             'NIC): mlx5_1 eth1 400 Gb/sec (4X NDR) fw 28.39.1002 10.1.0.0/24, 2 other node(s): mlx5_0 eth0') in section
     assert section.count('class="rail-check"') == 1  # the nodes that pass are not listed
     assert '<td>rail 1 (GPU 1&#39;s NIC)</td><td class="st-fail">differs</td>' in section
+
+
+def test_acceptance_section_shows_each_verdict_its_margins_and_the_runs(tmp_path):
+    """An acceptance report as playbooks/acceptance.yml writes it (verdicts.node_report, then the class median)."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.acceptance.verdicts import cluster, node_report
+    criterion = {"id": "a2a", "test": "a2a", "case": None, "metric": "avg_bandwidth", "unit": "GB/s", "min": 32.9,
+                 "per": "node", "command": "TransferBench a2a",
+                 "sources": [{"document": "docs/gpus/mi300x.md", "commit": "e42af24", "says": "Pass: >= 32.9 GB/s"}]}
+    knowledge = {"acceptance": {"generations": [{"name": "MI300X", "transferbench": [criterion]}]}}
+    reports = {}
+    for host, value in (("n1", 40.0), ("n2", 39.0), ("n3", 31.0)):
+        record = {"id": "transferbench.a2a", "tool": "transferbench", "test": "a2a", "status": "parsed", "reason": "",
+                  "cmd": ["/opt/rocm/bin/TransferBench", "a2a"], "rc": 0, "source": "x", "result": {
+                      "tool": "transferbench", "test": "a2a", "measurements": [
+                          {"case": None, "metric": "avg_bandwidth", "unit": "GB/s", "value": value, "scope": {}}]}}
+        reports[host] = node_report(host, {"generation": "MI300X", "product": "MI300X"}, [record], knowledge)
+    cluster(reports, {h: "MI300X" for h in reports})
+    (tmp_path / "acceptance").mkdir()
+    for host, report in reports.items():
+        (tmp_path / "acceptance" / ("%s.json" % host)).write_text(json.dumps(report))
+    (tmp_path / "acceptance" / "junit.xml").write_text("<testsuites/>")
+    page = render_report(load_report_dir(str(tmp_path)))
+    assert "<th>acceptance</th>" in page and "1 fail, 0 warn, 0 unknown, 0 pass" in page
+    section = page.split("<h3>Acceptance (AMD's criteria)</h3>")[3]
+    assert "against the MI300X criteria" in section and "transferbench.a2a" in section
+    assert "-5.8 %" in section and "-20.5 %" in section  # n3: vs AMD's 32.9, vs the class median 39.0
+    assert "/opt/rocm/bin/TransferBench a2a" in section
