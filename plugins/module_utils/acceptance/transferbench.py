@@ -126,7 +126,7 @@ _MEMORY = re.compile(r"(?:R\d+)?([A-Z])(\d+)")
 _GPU_MEMORY = ("G", "F")
 
 # healthcheck
-_CHECK = re.compile(r"^Testing\s+(.+?)[\s.]*(?:(PASS)|FAIL\s*\(\s*(\d+)\s*test\(s\)\s*\))?$")
+_CHECK_VERDICT = re.compile(r"(?:(PASS)|FAIL\s*\(\s*(\d+)\s*test\(s\)\s*\))$")
 _CHECK_SIGN = re.compile(r"^Testing\s+(?:uni|bi|all-to-all|HBM)")
 _VERDICT = re.compile(r"^\.*\s*(?:(PASS)|FAIL\s*\(\s*(\d+)\s*test\(s\)\s*\))$")
 _GPU_RESULT = re.compile(r"^GPU\s+(\d+)\s*:\s*Measured\s*:?\s*(%s)\s*(?:GB/s)?\s*(?:Criteria|Limit)\s*:?\s*(%s)\s*(?:GB/s)?$"
@@ -154,19 +154,25 @@ def detect(text):
 
 
 def _shape(prefix):
-    """A regex matching ``prefix`` and the same prefix on other lines (digits vary, stdout/stderr tags)."""
+    """A regex matching ``prefix`` and the same prefix on other lines (digits vary, stdout/stderr tags, padding).
+
+    Whitespace is ``\\s*`` (``srun --label`` pads ``%2d``, dmesg pads its seconds), but ``\\s+`` between two runs
+    of digits: they never merge, so a match that fails cannot backtrack exponentially.
+    """
+    tokens = re.findall(r"\d+|\s+|<std(?:out|err|diag)>|.", prefix)
+    digits = [bool(re.match(r"\d+$", token)) for token in tokens]
     parts = []
-    for token in re.findall(r"\d+|\s+|<std(?:out|err|diag)>|.", prefix):
-        if token.isdigit():
+    for index, token in enumerate(tokens):
+        if digits[index]:
             part = r"\d+"
         elif token.isspace():
-            part = r"\s*"
+            between = 0 < index < len(tokens) - 1 and digits[index - 1] and digits[index + 1]
+            part = r"\s+" if between else r"\s*"
         elif token.startswith("<std"):
             part = "<std(?:out|err|diag)>"
         else:
             part = re.escape(token)
-        if not (parts and parts[-1] == part == r"\s*"):
-            parts.append(part)
+        parts.append(part)
     return "".join(parts)
 
 
@@ -670,8 +676,8 @@ class _Config(_Reader):
         if len(cells) < 4:
             raise ValueError("%d cells, expected 5" % len(cells))
         out = {}
-        for key, pattern, cell, cast in (("bandwidth", _BANDWIDTH_CELL, cells[1], float),
-                                         ("time_ms", _TIME_CELL, cells[2], float),
+        for key, pattern, cell, cast in (("bandwidth", _BANDWIDTH_CELL, cells[1], _value),
+                                         ("time_ms", _TIME_CELL, cells[2], _value),
                                          ("bytes", _BYTES_CELL, cells[3], int)):
             match = pattern.match(cell)
             if match is None:
@@ -688,7 +694,7 @@ class _Config(_Reader):
             total = _SUM_CELL.match(cells[4])
             if total is None:
                 raise ValueError("sum cell %r" % shorten(cells[4], 30))
-            entry["sum_bandwidth"] = float(total.group(1))
+            entry["sum_bandwidth"] = _value(total.group(1))
         if len(cells) > 5:
             raise ValueError("%d cells, expected 5" % len(cells))
         self.current["executors"].append(entry)
@@ -712,7 +718,7 @@ class _Config(_Reader):
             overhead = _OVERHEAD_CELL.match(cells[4])
             if overhead is None:
                 raise ValueError("overhead cell %r" % shorten(cells[4], 30))
-            entry["overhead_ms"] = float(overhead.group(1))
+            entry["overhead_ms"] = _value(overhead.group(1))
         if self.current["aggregate"] is not None:
             raise ValueError("a second Aggregate (CPU) row in Test %d" % self.current["test"])
         self.current["aggregate"] = entry
@@ -780,16 +786,17 @@ class _Health(_Reader):
         self.last = None
 
     def line(self, number, line):
-        match = _CHECK.match(line) if _CHECK_SIGN.match(line) else None
-        if match:
+        if _CHECK_SIGN.match(line):
+            verdict = _CHECK_VERDICT.search(line)
+            name = " ".join(line[len("Testing"):verdict.start() if verdict else len(line)].rstrip(" .\t").split())
             if self.open is not None:
                 self.incomplete("line %d: check %r has no verdict (cut?)" % (self.open["line"], self.open["name"]))
-            check = {"name": " ".join(match.group(1).split()), "line": number, "status": None, "failed": None,
-                     "results": []}
+            check = {"name": name, "line": number, "status": None, "failed": None, "results": []}
             self.result["checks"].append(check)
             self.last = check
             self.open = check
-            self._verdict(match.group(2), match.group(3))
+            if verdict:
+                self._verdict(verdict.group(1), verdict.group(2))
             return True
         match = _VERDICT.match(line)
         if match and self.open is not None:
@@ -800,12 +807,17 @@ class _Health(_Reader):
         if match or pair:
             if self.last is None:
                 self.refuse(number, line, "a healthcheck result before any 'Testing ...' line")
-            if match:
-                entry = {"gpu": _label("GPU", match.group(1)), "bandwidth": float(match.group(2)),
-                         "limit": float(match.group(3))}
-            else:
-                entry = {"src": _label("GPU", pair.group(1)), "dst": _label("GPU", pair.group(2)),
-                         "bandwidth": float(pair.group(3)), "limit": float(pair.group(4))}
+            try:
+                if match:
+                    entry = {"gpu": _label("GPU", match.group(1)), "bandwidth": _value(match.group(2)),
+                             "limit": _value(match.group(3))}
+                else:
+                    entry = {"src": _label("GPU", pair.group(1)), "dst": _label("GPU", pair.group(2)),
+                             "bandwidth": _value(pair.group(3)), "limit": _value(pair.group(4))}
+            except ValueError as err:
+                self.bad(number, line, "not a healthcheck result (%s)" % err)
+                return True
+            self.good()
             where = {k: v for k, v in entry.items() if k in ("gpu", "src", "dst")}
             if not any({k: v for k, v in r.items() if k in ("gpu", "src", "dst")} == where
                        for r in self.last["results"]):
