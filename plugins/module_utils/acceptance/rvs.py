@@ -37,10 +37,10 @@ mem        ``pass`` (bool, ``Test N : PASS``) and Test 11's ``bandwidth`` (GB/s)
            mem lines carry no GPU id, so the scope is ``{action, test, n}`` (``n``: the n-th report of that
            test in the action). A test started but never passed in an action the log shows finished (another
            action or the summary follows, or every GPU went on to a later test) is ``pass`` False.
-pebb       ``bandwidth`` (GB/s) and ``measured`` (bool; False for ``(not measured)``) of each final transfer
-           line, scope ``{action, cpu, gpu}``; a transfer ``i/N`` missing from a finished action is
+pebb       ``bandwidth`` (GB/s), ``duration`` (s) and ``measured`` (bool; False for ``(not measured)``) of
+           each final transfer line, scope ``{action, cpu, gpu}``; a transfer ``i/N`` missing from a finished action is
            ``measured`` False, scope ``{action, transfer}``
-pbqt       ``peers`` (bool) per ``p2p`` pair line and ``bandwidth`` / ``measured`` per final
+pbqt       ``peers`` (bool) per ``p2p`` pair line and ``bandwidth`` / ``duration`` / ``measured`` per final
            ``p2p-bandwidth`` line, scope ``{action, src, dst}``; a2a ``aggregate_bandwidth``
 peqt       ``pass`` (bool) of each action's ``peqt true`` / ``peqt false``
 gpup       ``gpus`` (count, node scope ``{}``): the distinct GPU ids the gpup actions list
@@ -505,14 +505,13 @@ class _Parser:
         if match is None:
             raise _Bad("no '<n> GBps' or '(not measured)' figure")
         duration = _DURATION.search(text)
-        if duration:
-            _num(duration.group(1), "duration")
+        seconds = _num(duration.group(1), "duration") if duration else None
         if match.group("state") == "pending" or match.group("interval"):
-            return None, False
+            return None, False, seconds
         final = duration is not None or level == "RESULT"
         if match.group("state") == "not measured":
-            return None, final
-        return _num(match.group("value"), "bandwidth"), final
+            return None, final, seconds
+        return _num(match.group("value"), "bandwidth"), final, seconds
 
     def _transfer(self, action, index, total):
         action.transfers.setdefault(total, set()).add(index)
@@ -525,7 +524,7 @@ class _Parser:
             if split is None:
                 raise _Bad("a pcie-bandwidth transfer line without 'h2d::<bool> d2h::<bool>'")
             cpu, gpu = self._pair(body[:split.start()], cpu=True)
-            value, final = self._bandwidth_tail(level, split.group(3))
+            value, final, seconds = self._bandwidth_tail(level, split.group(3))
             action.gpus.add(gpu)
             if not final:
                 return True
@@ -534,6 +533,8 @@ class _Parser:
             self._add(action, "measured", "bool", value is not None, cpu=cpu, gpu=gpu)
             if value is not None:
                 self._add(action, "bandwidth", "GB/s", value, cpu=cpu, gpu=gpu)
+            if seconds is not None:
+                self._add(action, "duration", "s", seconds, cpu=cpu, gpu=gpu)
             return True
         match = re.match(r"^pcie-bandwidth\s+(.*?)\s*distance\s*:\s*(-?\d+)(.*)$", rest)
         if match:
@@ -570,7 +571,7 @@ class _Parser:
             src, dst = self._pair(body[:split.start()])
             if split.group(1) is not None:
                 _bool(split.group(1), "bidirectional")
-            value, final = self._bandwidth_tail("RESULT" if match.group(1) else level, body[split.end():])
+            value, final, seconds = self._bandwidth_tail("RESULT" if match.group(1) else level, body[split.end():])
             action.gpus.update((src, dst))
             if not final:
                 return True
@@ -579,6 +580,8 @@ class _Parser:
             self._add(action, "measured", "bool", value is not None, src=src, dst=dst)
             if value is not None:
                 self._add(action, "bandwidth", "GB/s", value, src=src, dst=dst)
+            if seconds is not None:
+                self._add(action, "duration", "s", seconds, src=src, dst=dst)
             return True
         match = re.match(r"^a2a-gpu-bandwidth\s*(.*?)\s*Aggregate peer bandwidth\s*:\s*(\S+)\s*GBps", rest)
         if match:
