@@ -253,7 +253,10 @@ class _Stream:
             run = self._current()
             if run.rows and layout in ("table", "csv"):
                 run = self._new()       # a second table without its run's banner lines
-            unit = _unit(match.group(1))
+            try:
+                unit = _unit(match.group(1))
+            except _Bad as err:
+                raise _Bad("a table header with an %s" % err) from None
             if layout in ("table", "csv"):
                 run.unit = unit
                 run.format = layout
@@ -413,15 +416,16 @@ class _Parser:
             first = self.failures[0]
             raise AcceptanceParseError("%s: the run failed before printing a result table: line %d: %r (%d failure "
                                        "line(s))" % (source, first["line"], first["text"], len(self.failures)))
+        if self.bad is not None:
+            number, text, why = self.bad
+            what = why if why.startswith("a table header") else "not a result row (%s)" % why
+            raise AcceptanceParseError("%s line %d: %s: %r" % (source, number, what, shorten(text)))
         orphans = [o for s in streams for o in s.orphans]
         if orphans:
             number, text = orphans[0]
             raise AcceptanceParseError("%s line %d: BabelStream result rows without their 'Function ... Min (sec)' "
                                        "header (%d row-like line(s)): the output was filtered or cut, so the unit "
                                        "is unknown: %r" % (source, number, len(orphans), shorten(text)))
-        if self.bad is not None:
-            number, text, why = self.bad
-            raise AcceptanceParseError("%s line %d: not a result row (%s): %r" % (source, number, why, shorten(text)))
         if self.header_seen or any(r.banner for s in streams for r in s.runs):
             raise AcceptanceParseError("%s: the BabelStream run printed no result row (the output ends at line %d: "
                                        "%r)" % (source, self.lines[-1][0], shorten(self._last_text())))
