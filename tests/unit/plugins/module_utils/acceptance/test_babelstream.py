@@ -71,7 +71,7 @@ def test_detect_is_true_for_babelstream_only():
 
 
 def test_the_mi350x_capture_passes_the_mi355x_card_and_a_slow_kernel_fails_naming_it():
-    assert [c["case"] for c in MI355X] == ["Add", "Copy", "Dot", "Mul", "Triad"] or len(MI355X) == 5
+    assert [c["case"] for c in MI355X] == ["Copy", "Mul", "Add", "Triad", "Dot"]
     verdicts = _verdicts(MI355X, [babelstream.parse(TEXT)])
     assert {k: v["status"] for k, v in verdicts.items()} == {
         "babelstream.%s" % k: "pass" for k in ("copy", "mul", "add", "triad", "dot")}
@@ -262,3 +262,29 @@ def test_srun_labels_and_timestamps_are_removed():
     assert _bandwidth(result) == FIGURES and result["ranks"] == []
     stamped = "\n".join("2025-07-11T10:00:%02d.123456Z %s" % (i % 60, line) for i, line in enumerate(LINES))
     assert babelstream.parse(stamped)["measurements"] == babelstream.parse(TEXT)["measurements"]
+
+
+def test_the_cards_babelstream_criteria_are_amds_figures():
+    cards = {entry["name"]: entry for entry in VIEW["generations"]}
+    expected = {
+        "MI210": (1230000, 1225000, 1115000, 1115000, 1170000),
+        "MI250X": (1200000, 1200000, 1100000, 1100000, 1200000),
+        "MI300A": (2900000, 3000000, 3250000, 3250000, 2200000),
+        "MI300X": (4177285, 4067069, 3920853, 3885301, 3660781),
+        "MI325X": (4177285, 4067069, 3920853, 3885301, 3660781),
+        "MI355X": (4177285, 4067069, 3920853, 3885301, 3660781),
+    }
+    for name, figures in expected.items():
+        criteria = cards[name]["babelstream"]
+        assert [(c["case"], c["min"]) for c in criteria] == list(zip(("Copy", "Mul", "Add", "Triad", "Dot"), figures))
+        for c in criteria:
+            assert (c["test"], c["metric"], c["unit"], c["per"]) == ("stream", "bandwidth", "MB/s", "each")
+            assert c["command"].startswith("mpiexec -n ") and c["sources"] and c["notes"]
+            assert all(len(s["commit"]) == 40 and s["says"] for s in c["sources"])
+        # the product page's own card where it has one; the guide's index and summary where it has none
+        first = criteria[0]["sources"][0]["document"]
+        if name in ("MI325X", "MI355X"):
+            assert first.endswith("docs/index.md") and "no BabelStream card" in criteria[0]["disagreement"]
+        else:
+            assert "docs/gpus/" in first
+    assert "MI308X" not in cards or "babelstream" not in cards["MI308X"]

@@ -472,3 +472,32 @@ def test_launcher_prefixes_are_removed():
     text = "".join("[1,0]<stdout>:%s\n" % line for line in _text(GST).split("\n"))
     result = rvs.parse(text)
     assert result["prefixes"] and result["measurements"] == rvs.parse(_text(GST))["measurements"]
+
+
+# --- the cards' RVS criteria ---------------------------------------------------------------------------------
+
+
+def test_the_cards_rvs_criteria_are_complete_and_cite_amds_pages():
+    cards = {entry["name"]: entry for entry in VIEW["generations"]}
+    assert "MI308X" not in cards or "rvs" not in cards["MI308X"]
+    assert set(cards["MI355X"]["rvs"]) == {"unknown", "source"} and "mi355x.md" in cards["MI355X"]["rvs"]["source"]
+    for name in ("MI210", "MI250X", "MI300A", "MI300X", "MI325X"):
+        criteria = cards[name]["rvs"]
+        ids = [c["id"] for c in criteria]
+        assert len(ids) == len(set(ids)) and {"gst_met", "iet_pass", "mem_pass", "pebb_measured", "peqt_pass",
+                                               "pbqt_peers", "gpup_gpus"} <= set(ids), name
+        for c in criteria:
+            assert c["test"] in rvs.MODULES and c["unit"] in ("bool", "count", "GB/s", "TB/s"), (name, c["id"])
+            assert sum(b in c for b in ("min", "max", "equals")) == 1 and c["per"] in ("each", "node")
+            assert c["command"].startswith("rvs -c ${RVS_CONF}/")
+            for source in c["sources"]:
+                assert source["document"].startswith("ROCm/system-acceptance-docs docs/") and source["says"]
+                assert len(source["commit"]) == 40 and source["section"]
+            assert c["sources"][0]["document"].endswith(".md") and "docs/gpus/" in c["sources"][0]["document"]
+    bounds = {name: {c["id"]: c.get("min", c.get("max", c.get("equals"))) for c in cards[name]["rvs"]}
+              for name in cards if isinstance(cards[name].get("rvs"), list)}
+    assert bounds["MI250X"]["mem_bandwidth"] == 1050 and bounds["MI300A"]["mem_bandwidth"] == 2.0
+    assert "mem_bandwidth" not in bounds["MI300X"] and "mem_bandwidth" not in bounds["MI210"]   # '~2TB/s', '~1.1TB/s'
+    assert {n: b["gpup_gpus"] for n, b in bounds.items()} == {"MI210": 4, "MI250X": 8, "MI300A": 4, "MI300X": 8,
+                                                             "MI325X": 8}
+    assert all(b["gst_met"] is True and b["pbqt_bandwidth"] == 0.001 for b in bounds.values())
