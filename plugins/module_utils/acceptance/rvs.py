@@ -42,7 +42,8 @@ pebb       ``bandwidth`` (GB/s), ``duration`` (s) and ``measured`` (bool; False 
            ``measured`` False, scope ``{action, transfer}``
 pbqt       ``peers`` (bool) per ``p2p`` pair line and ``bandwidth`` / ``duration`` / ``measured`` per final
            ``p2p-bandwidth`` line, scope ``{action, src, dst}``; a2a ``aggregate_bandwidth``
-peqt       ``pass`` (bool) of each action's ``peqt true`` / ``peqt false``
+peqt       ``pass`` (bool) of each action's ``peqt true`` / ``peqt false`` (False for a finished action
+           that printed neither)
 gpup       ``gpus`` (count, node scope ``{}``): the distinct GPU ids the gpup actions list
 babel      per GPU and kernel (``case`` Copy, Mul, Add, Triad, Dot, Read, Write): ``bandwidth`` (MB/s or
            MiB/s as printed) and, as the table prints them, ``max_bandwidth`` / ``min_bandwidth`` /
@@ -52,8 +53,11 @@ all        ``result`` (bool) per action where the summary table (or an ``Action 
            ``errors`` (count) per action when the output is complete
 =========  ==========================================================================================
 
-A GPU whose gst / iet action the log shows finished but which printed no final verdict is ``met`` / ``pass``
-False (AMD's rule is ``met: TRUE`` per GPU). Figures a cut or filtered log may hide (``gpus``, ``errors``,
+An action is finished when another action or the summary table follows it. A GPU whose gst / iet action
+finished but which printed no final verdict is ``met`` / ``pass`` False (AMD's rule is ``met: TRUE`` per GPU).
+An action whose ``Module name`` line was cut or filtered out takes the module of the action before it; a tagged
+line of an action never announced (a filtered log) names its module by its own form (``mem Test``,
+``[GPU:: id] GFLOPS``, ``p2p``, ``pcie-bandwidth``...). Figures a cut or filtered log may hide (``gpus``, ``errors``,
 the verdicts inferred from missing lines) are left out rather than guessed, and ``complete`` is False.
 
 Accepted: padded timestamps (``[1101992.16545 ]``), ``grep`` command lines of filtered logs, the authors'
