@@ -36,6 +36,7 @@ UNITS = {
     "FLOPS": ("compute", 1.0), "GFLOPS": ("compute", 1e9), "TFLOPS": ("compute", 1e12),
     "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6), "ns": ("time", 1e-9),
     "bool": ("verdict", 1.0), "count": ("count", 1.0),
+    "W": ("power", 1.0),
 }
 BOUNDS = ("min", "max", "equals")
 
