@@ -156,7 +156,9 @@ def node_report(host, identity, records, knowledge):
     """See the module docstring."""
     identity = identity or {}
     generation = identity.get("generation")
-    parsed = [r["result"] for r in records if r["status"] == "parsed" and r.get("result")]
+    # a log of several RVS modules parses to its first module's result with the others under "others"
+    parsed = [one for r in records if r["status"] == "parsed" and r.get("result")
+              for one in [r["result"]] + list(r["result"].get("others") or [])]
     by_test = {(r["tool"], r.get("test")): r for r in records}
     verdicts = []
     for criterion in criteria_of(knowledge.get("acceptance"), generation):
