@@ -37,6 +37,8 @@ UNITS = {
     "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6), "ns": ("time", 1e-9),
     "bool": ("verdict", 1.0), "count": ("count", 1.0),
 }
+# perftest's message rate, amd-smi's PCIe link speed and xGMI read/write volumes (blas_bench, perftest, amdsmi_tables)
+UNITS.update({"Mpps": ("rate", 1e6), "GT/s": ("transfer_rate", 1e9), "B": ("size", 1.0)})
 BOUNDS = ("min", "max", "equals")
 
 
