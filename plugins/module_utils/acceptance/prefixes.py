@@ -43,7 +43,8 @@ def _shape(prefix):
             part = re.escape(token)
         if not (parts and parts[-1] == part == r"[ \t]*"):
             parts.append(part)
-    return "".join(parts) + re.escape(trailing)
+    # the trailing blanks exactly, or none at the end of a line (clean_lines strips a blank line's prefix of them)
+    return "".join(parts) + ("(?:%s|$)" % re.escape(trailing) if trailing else "")
 
 
 def learn(lines, anchor):
