@@ -27,7 +27,7 @@ Public API (standard library only, Python 3.8+):
     per numeric value whose unit ``criteria.UNITS`` knows or that has none (``count``): ``case`` the section path
     in lower case (``pcie``, ``ecc_blocks.umc``), ``metric`` the key in lower case (``width``, ``speed``,
     ``bandwidth``, ``replay_count``, ``l0_to_recovery_count``, ``nak_sent_count``, ``max_packet_size``...), scope
-    ``gpu``. ``N/A`` and the UINT32/UINT64 maximum are no value.
+    ``gpu``. ``N/A``, the UINT32/UINT64 maximum and negative numbers are no value.
 
     Both: launcher and log prefixes, the echoed ``$ amd-smi ...`` line, amd-smi's warnings, cut markers (skipped;
     not ``complete``). Not ``complete`` either: a GPU row without its Read/Write rows, a table cut short. Refused
@@ -306,7 +306,7 @@ def _metric_value(text):
         return None, None
     number, unit = match.group(1), match.group(2)
     value = float(number)
-    if value in _METRIC_SENTINELS:
+    if value in _METRIC_SENTINELS or value < 0:
         return None, None
     if unit is None:
         return value, "count"
