@@ -75,8 +75,11 @@ def _refuse(source, number, line, why):
     raise AcceptanceParseError("%s line %d: %r: %s" % (source, number, shorten(line), why))
 
 
+_ANCHORS = (_TITLE, re.compile(r"GPU\d+\s+%s" % _BDF), re.compile(r"GPU:\s*\d+\s*$"))
+
+
 def _anchor(line):
-    for pattern in (_TITLE, re.compile(r"GPU\d+\s+%s" % _BDF), re.compile(r"GPU:\s*\d+\s*$")):
+    for pattern in _ANCHORS:
         match = pattern.search(line)
         if match is not None:
             return match.start()

@@ -240,10 +240,14 @@ class _Parser:
         self.last_address = "local"
         if command is not None:
             text = command if isinstance(command, str) else " ".join(prefixes.split_command(command))
-            found = _commands(text if re.search(r"\b(?:ib|raw_ethernet)_\w+", text) else "ib_unknown " + text)
-            self.given = found[-1] if found else None
-            if self.given is not None:
-                self.commands.append(self.given[3])
+            found = _commands(text)
+            if found:
+                self.given = found[-1]
+            else:       # options without the program's name
+                facts, rest = prefixes.options(prefixes.split_command(_PLACEHOLDER.sub(
+                    lambda m: re.sub(r"\s+", "_", m.group(0)), text)), _COMMAND_SPEC)
+                self.given = (None, facts, rest[0] if rest else None, text.strip())
+            self.commands.append(self.given[3])
 
     def parse(self, text):
         lines = clean_lines(text)
@@ -288,10 +292,8 @@ class _Parser:
                 self.run["closed"] = True
                 self.table = None
             return
-        if _TABLE.match(stripped):
-            columns = _columns(stripped)
-            if columns is None:
-                _refuse(self.source, number, line, "not a perftest column header")
+        columns = _columns(stripped) if _TABLE.match(stripped) else None
+        if columns is not None:
             if self.run is None:
                 self._start_run(number)
             self.table = {"line": number, "columns": columns, "rows": [], "closed": False, "side": self.side}
@@ -481,6 +483,9 @@ class _Parser:
                                                "(or message_rate, latency) output, which needs its command (echoed "
                                                "in the log or given as command=)")
         program, facts, _server, command_text = command[-1]
+        if program is None:
+            _refuse(self.source, number, text, "a bare number, and the command (%s) names no perftest program" % shorten(
+                command_text, 60))
         output = facts.get("output")
         if output not in ("bandwidth", "message_rate", "latency"):
             _refuse(self.source, number, text, "a bare number, and the command (%s) sets no --output" % shorten(

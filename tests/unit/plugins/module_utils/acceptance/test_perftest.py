@@ -239,6 +239,11 @@ def test_synthetic_output_bandwidth_read_through_its_command():
     assert given["measurements"][0]["case"] == "2" and given["measurements"][0]["unit"] == "MiB/s"
     with pytest.raises(AcceptanceParseError, match="needs its command"):
         parse("391.834512\n", "alone")
+    with pytest.raises(AcceptanceParseError, match="names no perftest program"):
+        parse("391.834512\n", "options", command="-d mlx5_2 --output=bandwidth")
+    # the options alone still describe a table's run
+    options = parse(_read().split("\n", 1)[1], "options", command="-d <RDMA-NIC-2> -b --use_rocm=0 127.0.0.1")
+    assert [m["case"] for m in options["measurements"] if m["metric"] == "bw_average_max"] == ["gpu-bidir-loopback"]
 
 
 def test_several_runs_a_cut_table_and_prefixes():
@@ -252,6 +257,8 @@ def test_several_runs_a_cut_table_and_prefixes():
     truncated = parse("\n".join(lines[:-2] + [lines[-2][:20]]), "truncated")
     assert truncated["complete"] is False and any("cut" in w for w in truncated["warnings"])
     assert parse(_read() + "...\n", "dots")["complete"] is False
+    noted = parse("#bytes are counted per message\n" + _read(), "note")        # no column header: not read
+    assert noted["measurements"] == parse(_read(), "plain")["measurements"]
     plain = parse(_read(), "p")
     prefixed = "\n".join("node-7: " + line for line in _read().split("\n"))
     assert parse(prefixed, "p")["measurements"] == plain["measurements"]
