@@ -15,8 +15,10 @@ Public API (standard library only, Python 3.8+):
     ``peer``) and ``link_up`` (True when every link of the pair is ``U``, False when one is ``D`` or ``X``; none for
     ``N/A``); per GPU port ``port_up`` (scope ``gpu``, ``port`` 0-based). 65535 (bit_rate, UINT16_MAX) and
     4294967295 (max_bandwidth, UINT32_MAX) are amd-smi's "no value" sentinels of GPUs without xGMI (printed as
-    numbers before rocm-systems PR 2053): N/A, never a speed. Note that ROCm 6.1's bit_rate/max_bandwidth were the
-    GPU's PCIe speed and speed x width (amdsmi_commands.py of that release), not an xGMI link's. Extra keys:
+    numbers before rocm-systems PR 2053): N/A, never a speed. amd-smi prints bit_rate, max_bandwidth and link_type
+    per GPU, not per pair: the first link's rate (amdsmi_get_link_metrics) in newer releases, the GPU's PCIe speed
+    and speed x width in ROCm 6.1 (its amdsmi_commands.py), and XGMI when any of the GPU's links is; a pair's link
+    type is ``amd-smi topology``'s (``topology/amdsmi.py``). Extra keys:
     ``layout`` (``bdf-columns`` or ``gpu-columns``), ``gpus`` (``gpu``, ``bdf``, ``bit_rate_gbps``,
     ``max_bandwidth_gbps``, ``link_type``, ``ports``), ``pairs`` (``gpu``, ``peer``, ``bdf``, ``peer_bdf``,
     ``read``/``write`` as printed, ``read_bytes``/``write_bytes``, ``status``), ``sentinels`` (the values read as
