@@ -62,6 +62,20 @@ gemm_strided_batched_ex,i8_r,i8_r,i32_r,i32_r,i32_r,N,T,1024,2048,512,1.1,1024,4
 2097152,5, 2, 10, 1.70123e+05, 63.1
 """
 
+# rocBLAS 4.5 (ROCm 6.4) gemm_ex: ldd and batch_count columns (testing_gemm_ex.hpp), cold_iters/hot_iters
+# (ArgumentModel::log_perf), the GFLOPS in exponent form; gemm_batched_ex and gemm_ex3 print the same columns
+SYNTHETIC_ROCBLAS_GEMM_EX = """\
+rocBLAS version: 4.5.0.713501e60
+Query device success: there are 1 devices
+-------------------------------------------------------------------------------
+Device ID 0 : AMD Instinct MI300X gfx942:sramecc+:xnack-
+-------------------------------------------------------------------------------
+
+rocBLAS info: maximum library size per device is 0.61866 GB.
+transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,ldd,batch_count,cold_iters,hot_iters,rocblas-Gflops,us
+T,N,8192,8192,8192,1,8192,0,8192,8192,8192,1, 2, 10, 1.15342e+06, 953.3
+"""
+
 _LT_HEADER = ("transA,transB,grouped_gemm,batch_count,m,n,k,alpha,lda,stride_a,beta,ldb,stride_b,ldc,stride_c,ldd,"
               "stride_d,a_type,b_type,c_type,d_type,compute_type,scaleA,scaleB,scaleC,scaleD,amaxD,activation_type,"
               "bias_vector,bias_type,hipblaslt-Gflops,hipblaslt-GB/s,us")
@@ -194,6 +208,17 @@ def test_synthetic_rocblas_output_with_function_and_datatype_columns():
     assert verdict["status"] == "pass" and verdict["value"] == 170123.0
 
 
+def test_synthetic_rocblas_gemm_ex_needs_its_command_for_function_and_precision():
+    alone = parse(SYNTHETIC_ROCBLAS_GEMM_EX, "gemm_ex")
+    assert alone["test"] is None and _one(alone, "gflops")["value"] == 1153420.0
+    assert any("names no function" in w for w in alone["warnings"])
+    told = parse(SYNTHETIC_ROCBLAS_GEMM_EX, "gemm_ex", command="rocblas-bench -f gemm_ex --transposeA T --transposeB N "
+                 "-m 8192 -n 8192 -k 8192 --a_type bf16_r --b_type bf16_r --c_type bf16_r --d_type bf16_r "
+                 "--compute_type s")
+    assert told["test"] == "gemm_ex" and _one(told, "gflops")["case"] == "bf16" and not told["warnings"]
+    assert told["problems"][0]["function_from"] == "command"
+
+
 def test_synthetic_hipblaslt_tuning_measures_the_winner():
     result = parse(SYNTHETIC_HIPBLASLT_TUNING, "synthetic-hipblaslt")
     assert (result["tool"], result["test"], result["version"], result["complete"]) == ("hipblaslt-bench", "matmul",
@@ -282,8 +307,8 @@ OTHERS = sorted(p for folder in ("acceptance", "smi") for p in glob.glob(os.path
 
 
 def test_detect_claims_rocblas_and_hipblaslt_output_only():
-    for text in [_read(name) for name in OWN] + [SYNTHETIC_ROCBLAS_Z, SYNTHETIC_HIPBLASLT_TUNING,
-                                                   SYNTHETIC_HIPBLASLT_VERIFY]:
+    for text in [_read(name) for name in OWN] + [SYNTHETIC_ROCBLAS_Z, SYNTHETIC_ROCBLAS_GEMM_EX,
+                                                   SYNTHETIC_HIPBLASLT_TUNING, SYNTHETIC_HIPBLASLT_VERIFY]:
         assert detect(text)
     claimed = []
     for path in OTHERS:
