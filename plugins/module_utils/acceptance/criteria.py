@@ -38,6 +38,8 @@ UNITS = {
     "bool": ("verdict", 1.0), "count": ("count", 1.0),
     "W": ("power", 1.0),
 }
+# perftest's message rate, amd-smi's PCIe link speed and xGMI read/write volumes (blas_bench, perftest, amdsmi_tables)
+UNITS.update({"Mpps": ("rate", 1e6), "GT/s": ("transfer_rate", 1e9), "B": ("size", 1.0)})
 BOUNDS = ("min", "max", "equals")
 
 
