@@ -50,7 +50,7 @@ def _record(spec, status, reason="", cmd=None, rc=None, source=None, result=None
 
 def _parsed(spec, text, source, cmd=None, rc=None):
     try:
-        result = parse(text, source, spec["tool"])
+        result = parse(text, source, spec["tool"], spec.get("command"))
     except TopotuneError as err:
         return _record(spec, "error", str(err), cmd, rc, source)
     return _record(spec, "parsed", "", cmd, rc, source, result)

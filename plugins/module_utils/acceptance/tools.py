@@ -2,46 +2,44 @@
 
 Public API (standard library only, Python 3.8+):
 
-``TOOLS``
-    The tools in detection order: ``(name, module)`` with ``module`` a module of this package (or ``bench/rccl.py``)
-    that has ``detect(text)`` and a parse function. Order matters only where two detectors could both answer: the
-    more specific first.
+``NAMES``
+    The tool names ``parse`` takes (the ``tool`` of a criterion and of a parse result): ``rccl-tests``,
+    ``transferbench``, ``rvs``, ``babelstream``, ``rocblas-bench``, ``hipblaslt-bench`` (one parser reads both),
+    ``perftest``, ``amd-smi``.
 ``detect(text)``
-    The names of the tools whose detector claims ``text`` (normally one).
-``parse(text, source="output", tool=None)``
-    The parse of ``text`` by ``tool`` (a name of ``TOOLS``), or by the one tool that claims it. Every result has
-    ``tool`` and ``test`` (rccl-tests: its usual result, with ``tool`` ``rccl-tests`` and ``test`` the collective when
-    printed, else ``perf``). Raises ``AcceptanceParseError`` when no tool or several claim the text (naming them, and
-    the option that picks one), for an unknown tool name, and the tool's own error for output it cannot read.
+    The parsers that claim ``text``, by the first of their names (normally one).
+``parse(text, source="output", tool=None, command=None)``
+    The parse of ``text`` by ``tool``, or by the one parser that claims it. Every result has ``tool`` and ``test``
+    (rccl-tests: its usual result, with ``tool`` ``rccl-tests`` and ``test`` the collective when printed, else
+    ``perf``). ``command``: the command line that printed it, for the parsers that read facts from it (rocblas-bench
+    prints no precision; perftest's path); the others ignore it. Raises ``AcceptanceParseError`` when no parser or
+    several claim the text (naming them, and that ``tool`` picks one) or for an unknown tool name, and the parser's
+    own error for output it cannot read.
 """
 
-import importlib
-
+from ..bench import rccl
+from . import amdsmi_tables, babelstream, blas_bench, perftest, rvs, transferbench
 from .common import AcceptanceParseError
 
-# name -> module (relative to module_utils) and its parse function
-TOOLS = (
-    ("rccl-tests", "bench.rccl", "parse_perf"),
-    ("transferbench", "acceptance.transferbench", "parse"),
-    ("rvs", "acceptance.rvs", "parse"),
-    ("babelstream", "acceptance.babelstream", "parse"),
-    ("blas-bench", "acceptance.blas_bench", "parse"),
-    ("perftest", "acceptance.perftest", "parse"),
-    ("amd-smi", "acceptance.amdsmi_tables", "parse"),
+# (names, module, its parse function, whether it reads the command line); detection in this order
+_PARSERS = (
+    (("rccl-tests",), rccl, rccl.parse_perf, False),
+    (("transferbench",), transferbench, transferbench.parse, False),
+    (("rvs",), rvs, rvs.parse, False),
+    (("babelstream",), babelstream, babelstream.parse, False),
+    (("rocblas-bench", "hipblaslt-bench"), blas_bench, blas_bench.parse, True),
+    (("perftest",), perftest, perftest.parse, True),
+    (("amd-smi",), amdsmi_tables, amdsmi_tables.parse, False),
 )
-NAMES = tuple(name for name, _module, _function in TOOLS)
-
-
-def _module(path):
-    return importlib.import_module("%s.%s" % (__name__.rsplit(".", 2)[0], path))
+NAMES = tuple(name for names, _m, _p, _c in _PARSERS for name in names)
 
 
 def detect(text):
     """See the module docstring."""
-    return [name for name, path, _function in TOOLS if _module(path).detect(text)]
+    return [names[0] for names, module, _parse, _cmd in _PARSERS if module.detect(text)]
 
 
-def parse(text, source="output", tool=None):
+def parse(text, source="output", tool=None, command=None):
     """See the module docstring."""
     if tool is None:
         found = detect(text)
@@ -50,10 +48,11 @@ def parse(text, source="output", tool=None):
                 source, "no acceptance tool's output recognized" if not found else
                 "the output looks like more than one tool's (%s)" % ", ".join(found), ", ".join(NAMES)))
         tool = found[0]
-    entry = next((t for t in TOOLS if t[0] == tool), None)
+    entry = next((p for p in _PARSERS if tool in p[0]), None)
     if entry is None:
         raise AcceptanceParseError("unknown tool %r: use one of %s" % (tool, ", ".join(NAMES)))
-    result = getattr(_module(entry[1]), entry[2])(text, source)
+    _names, _module, function, reads_command = entry
+    result = function(text, source, command=command) if reads_command else function(text, source)
     if tool == "rccl-tests":
         result = dict(result, tool="rccl-tests", test=result.get("collective") or "perf")
     return result
