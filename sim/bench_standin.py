@@ -336,14 +336,15 @@ def _pairs(values, what):
 
 def _parser():
     parser = argparse.ArgumentParser(
-        prog="bench_standin.py",
-        description="STAND-IN SIMULATOR of rccl-tests all_reduce_perf (topotune sim/): not rccl-tests, no GPU runs. "
-                    "Prints all_reduce_perf's output format for a host list, with figures from a model of the nodes' "
-                    "links (intra-node xGMI busbw per generation, inter-node NIC bandwidth per host; the slowest host "
-                    "sets the pace) and injected slow, failing or corrupting hosts.",
-        epilog="Fault file (JSON): {\"n03\": {\"slow\": 0.5}, \"n07\": {\"fail\": \"nic\", \"at\": \"1M\"}, "
-               "\"n09\": {\"wrong\": true}, \"n11\": {\"unreachable\": true}}. Exit: 0, 1 (#wrong values, or the "
-               "launcher failed), 3 (aborted).")
+        prog="bench_standin.py", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="STAND-IN SIMULATOR of rccl-tests all_reduce_perf (topotune sim/): not rccl-tests, no GPU runs.\n"
+                    "Prints all_reduce_perf's output format for a host list, with figures from a model of the\n"
+                    "nodes' links (intra-node xGMI busbw per generation, inter-node NIC bandwidth per host; the\n"
+                    "slowest host sets the pace), and injected slow, failing or corrupting hosts.",
+        epilog="fault file (JSON):\n"
+               "  {\"n03\": {\"slow\": 0.5}, \"n07\": {\"fail\": \"nic\", \"at\": \"1M\"}, \"n09\": {\"wrong\": true},\n"
+               "   \"n11\": {\"unreachable\": true}}\n"
+               "exit: 0; 1 (#wrong values, or the launcher failed); 3 (aborted); 2 (bad arguments)")
     hosts = parser.add_mutually_exclusive_group(required=True)
     hosts.add_argument("--hosts", help="comma-separated host names, in rank order")
     hosts.add_argument("--hostfile", help="Open MPI style hostfile (host [slots=N] per line)")
