@@ -34,7 +34,7 @@ trigger=None)``
          {"n01": 2}, "why": "run 5 [n07, n01] failed and n01 passed in run 2"}],
          "runs": [{"index": 1, "hosts": [...], "verdict": "fail", "evidence": "...", "planner": "bisect",
          "proposed": True, "trigger": False}], "runs_used": 7, "runs_decisive": 7, "runs_broken": 0,
-         "bound": 11, "bound_formula": "k < k*=4, bisection: k*(ceil(log2 n)+1)+1 = 2*(4+1)+1 (n=16, k=2)",
+         "bound": 11, "bound_formula": "k < k*=4, bisection: k(ceil(log2 n)+1)+1 = 2(4+1)+1 (n=16, k=2)",
          "within_bound": True,
          "complete": True, "stopped": None, "conflicts": [], "max_runs": None}
 
@@ -150,9 +150,7 @@ def _bound(strategy, n, k, known_good=0, trigger=True):
     if strategy not in STRATEGIES:
         raise ValueError("strategy %r is not one of %s" % (strategy, ", ".join(STRATEGIES)))
     m = max(n - known_good, 0)
-    what = "n=%d, k=%d%s%s" % (m, k, ", %d known good" % known_good if known_good else "",
-                               "" if trigger else ", +1: the full-cluster run bisection starts with")
-    extra = 0 if trigger else 1
+    what = "n=%d, k=%d%s" % (m, k, ", %d known good" % known_good if known_good else "")
     if strategy == "pairwise" or (strategy == "auto" and crossover(n, known_good) <= 1):
         value = _pairwise_bound(m, k, known_good)
         if known_good:
@@ -161,10 +159,11 @@ def _bound(strategy, n, k, known_good=0, trigger=True):
             text = "n-1+k = %d-1+%d" % (m, k)
         else:
             text = "n(n-1)/2+n = %d (k >= n/2: each pair once at most)" % value
-        if strategy == "auto":
-            text = "k*=1, pairwise: " + text
-        return value, "%s (%s)" % (text, what.replace(", +1: the full-cluster run bisection starts with", ""))
-    bisect = "k*(ceil(log2 n)+1)+1 = %d*(%d+1)+1" % (k, _ceil_log2(m))
+        return value, "%s%s (%s)" % ("k*=1, pairwise: " if strategy == "auto" else "", text, what)
+    extra = 0 if trigger else 1
+    if not trigger:
+        what += ", +1: the full-cluster run bisection starts with"
+    bisect = "k(ceil(log2 n)+1)+1 = %d(%d+1)+1" % (k, _ceil_log2(m))
     if strategy == "bisect":
         return _bisect_bound(m, k) + extra, "%s (%s)" % (bisect, what)
     k_star = crossover(n, known_good)
@@ -172,7 +171,7 @@ def _bound(strategy, n, k, known_good=0, trigger=True):
         return _bisect_bound(m, k) + extra, "k < k*=%d, bisection: %s (%s)" % (k_star, bisect, what)
     pairwise = _pairwise_bound(m, k, known_good)
     value = _bisect_bound(m, k_star - 1) + extra + pairwise
-    return value, ("k >= k*=%d, bisection then pairwise: (k*-1)(ceil(log2 n)+1)+1 + %d = %d*(%d+1)+1 + %d (%s)" % (
+    return value, ("k >= k*=%d, bisection then pairwise: (k*-1)(ceil(log2 n)+1)+1 + %d = %d(%d+1)+1 + %d (%s)" % (
         k_star, pairwise, k_star - 1, _ceil_log2(m), pairwise, what))
 
 
@@ -211,6 +210,8 @@ class Isolation:
             raise ValueError("max_runs must be a non-negative integer or None, got %r" % (max_runs,))
         if not isinstance(retries, int) or retries < 0:
             raise ValueError("retries must be a non-negative integer, got %r" % (retries,))
+        if expected_bad is not None and (not isinstance(expected_bad, int) or expected_bad < 0):
+            raise ValueError("expected_bad must be a non-negative integer or None, got %r" % (expected_bad,))
         self.hosts = hosts
         self.strategy = strategy
         self.reference = reference

@@ -257,6 +257,7 @@ def test_next_run_is_stable_until_recorded_and_any_run_may_be_recorded():
     ({"hosts": ["a", "b"], "reference": "c"}, "reference"),
     ({"hosts": ["a", "b"], "known_good": ["c"]}, "known_good"),
     ({"hosts": ["a", "b"], "max_runs": -1}, "max_runs"),
+    ({"hosts": ["a", "b"], "expected_bad": "many"}, "expected_bad"),
 ])
 def test_bad_arguments_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
