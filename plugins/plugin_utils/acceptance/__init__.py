@@ -1,1 +1,1 @@
-"""Acceptance on the controller: a node's verdicts and the cluster's view of them, bad-node isolation."""
+"""Acceptance on the controller: a node's verdicts against AMD's criteria, the cluster's view of them, and bad-node isolation in multi-node collectives."""
