@@ -22,8 +22,8 @@ GENERATION_FIELDS = ("name", "aliases", "devices", "devices_source", "gfx", "gfx
                      "pcie", "nps_allowed", "nps_policy", "iommu_bios", "kernel_params", "smt", "companion_cpu",
                      "bios_attest", "source", "bios_source")
 PARTITION_FIELDS = ("xcds", "driver", "validated", "matrix_row")
-CARD_SECTIONS = ("identity", "rccl", "partitions", "retired_pages", "fabric", "pcie_required", "bios_attest_roles",
-                 "xgmi", "online_memory")
+CARD_SECTIONS = ("identity", "rccl", "acceptance", "partitions", "retired_pages", "fabric", "pcie_required",
+                 "bios_attest_roles", "xgmi", "online_memory")
 XGMI_LAYOUTS = ("full_mesh", "pairs", "hive_full_mesh")
 _GFX = re.compile(r"^gfx[0-9a-f]+$")
 _DEVICE_ID = re.compile(r"^0x[0-9a-fA-F]{4}$")
@@ -247,12 +247,13 @@ def test_a_new_generation_is_one_card_its_missing_sections_are_named(data, tmp_p
         "advice fabrics: no entry for MI400X (give it one, or unknown: why)",
     ]
     assert card_problems(kn.cards(str(directory)), views) == [
-        "card MI400X: no rccl, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, xgmi, online_memory "
-        "(give each its entry, or unknown: why / not_applicable: why)"]
+        "card MI400X: no rccl, acceptance, partitions, retired_pages, fabric, pcie_required, bios_attest_roles, xgmi, "
+        "online_memory (give each its entry, or unknown: why / not_applicable: why)"]
 
     # the same card with every section, explicit where nothing is known: no problem anywhere
     (directory / "generations" / "mi400x.yml").write_text(identity_only + """
 rccl: {unknown: no acceptance page yet, observed: [], source: ROCm/system-acceptance-docs docs/gpus/}
+acceptance: {unknown: no acceptance page yet}
 partitions: {not_applicable: driver rules not read yet}
 retired_pages: {reserved_vram_bytes: null, not_applicable: not read yet}
 fabric: mi300a_unstated
