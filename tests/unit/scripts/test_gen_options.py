@@ -50,6 +50,8 @@ def _copy(tmp_path, role):
     for other in gen.ROLES:
         if other != role:
             shutil.copytree(os.path.join(REPO, "roles", other), str(tmp_path / "roles" / other))
+    (tmp_path / "docs").mkdir()
+    shutil.copy(os.path.join(REPO, "docs", "acceptance.md"), str(tmp_path / "docs"))
 
 
 def test_check_mode_names_what_is_stale_writes_nothing_and_a_run_restores_it(tmp_path, capsys):
