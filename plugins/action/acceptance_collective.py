@@ -125,7 +125,9 @@ class ActionModule(ActionBase):
         }
         ctx["needs_hostfile"] = co.needs_hostfile(ctx["template"])
         co.mpi_names(hosts, ctx["hostnames"])
-        common = {"template": args["template"], "launcher": self._vars.get("inventory_hostname"),
+        delegated = getattr(self._task, "delegate_to", None)
+        launcher = delegated if isinstance(delegated, str) and delegated else self._vars.get("inventory_hostname")
+        common = {"template": args["template"], "launcher": launcher,
                   "hostnames": {h: n for h, n in ctx["hostnames"].items() if h in hosts}}
         if self._task.check_mode:
             argv = co.build_argv(ctx["template"], co.mpi_names(hosts, ctx["hostnames"]), ctx["ppn"], ctx["binary"],

@@ -19,8 +19,9 @@ description:
   - >-
     The output is parsed (C(bench/rccl.py parse_perf): hosts, ranks, rows) and judged against the cluster criterion
     (C(plugin_utils/acceptance/isolation.py judge_run)): AMD's network validation page gives an all_reduce of 304
-    GB/s for MI300X and 350 GB/s for MI350X and MI355X "for a two node cluster"; topotune reads it as the in-place
-    busbw of the 8 GiB row, for any number of nodes. C(pass), C(fail) (below it, failed in the collective, wrong
+    GB/s for MI300X and 350 GB/s for MI350X and MI355X "for a two node cluster" (the knowledge holds MI300X and
+    MI355X, O(criterion) serves others); topotune reads it as the in-place busbw of the 8 GiB row, for any number of
+    nodes. C(pass), C(fail) (below it, failed in the collective, wrong
     data) or C(unknown) (the run broke: the launcher, ssh, a timeout; never evidence against a host).
   - >-
     When the full run fails, the bad-node isolation runs subsets of the hosts (O(strategy): two-node runs against a

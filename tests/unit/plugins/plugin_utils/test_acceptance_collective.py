@@ -74,7 +74,6 @@ def test_the_cluster_criterion_is_amds_per_generation_in_place_at_8_gib():
     assert (mi300x["busbw_gbs"], mi300x["column"], mi300x["message_bytes"]) == (304, "in_place", 8 << 30)
     assert "docs/network/validation.md" in mi300x["sources"][0]["document"]
     assert co.criterion_for(KNOWLEDGE, "mi355x")["busbw_gbs"] == 350
-    assert co.criterion_for(KNOWLEDGE, "MI350X")["busbw_gbs"] == 350
     assert co.criterion_for(KNOWLEDGE, "MI210") is None and co.criterion_for(KNOWLEDGE, "") is None
     assert co.criterion_for(KNOWLEDGE, "MI210", {"busbw_gbs": 12})["busbw_gbs"] == 12
 
@@ -199,7 +198,7 @@ def test_check_mode_runs_nothing_and_says_so():
 
 def test_a_generation_without_a_criterion_fails_naming_the_ones_there_are():
     with pytest.raises(AnsibleActionFail, match=r"no multi-node criterion for GPU generation 'MI210' \(AMD's network "
-                                                r"page gives MI300X, MI350X, MI355X\)"):
+                                                r"page gives MI300X, MI355X\)"):
         act({"hosts": HOSTS, "template": "command", "command": COMMAND, "generation": "MI210"}, Launcher())
 
 
