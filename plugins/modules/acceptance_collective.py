@@ -152,7 +152,7 @@ EXAMPLES = r"""
 RETURN = r"""
 collective:
   description:
-    - The record C(collective.json) holds (C(plugin_utils/acceptance/collective.py summary)), C(schema_version) 1.
+    - The record C(collective/acceptance.json) holds (C(plugin_utils/acceptance/collective.py summary)), C(schema_version) 1.
     - C(status) pass, fail, unknown or skipped; C(criterion) with its C(sources); C(full_run) (C(hosts), C(argv),
       C(verdict), C(evidence), C(rc), C(seconds)); C(isolation) the stepper's C(result()) (each run with its C(argv))
       or null; C(bad), C(good), C(undetermined); C(excluded) one entry per bad host (C(host), C(evidence), C(why),

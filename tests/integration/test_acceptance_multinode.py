@@ -1,6 +1,6 @@
 """playbooks/acceptance.yml's second play on four simulated MI300X nodes: the multi-node all_reduce from one launcher,
 judged against AMD's cluster criterion (304 GB/s in-place at 8 GiB), the bad-node isolation when it fails,
-acceptance/collective.json, and the excluded node failed at the end.
+collective/acceptance.json, and the excluded node failed at the end.
 
 No GPU, no MPI and no network between the simulated nodes (``--network none``), so no real mpirun can span them.
 What runs instead, named as what it is: the STAND-IN SIMULATOR ``sim/bench_standin.py`` (not rccl-tests; it prints
@@ -83,7 +83,7 @@ def run(tmp_path_factory):
 
 
 def _collective(out):
-    with open(os.path.join(out, "acceptance", "collective.json")) as handle:
+    with open(os.path.join(out, "collective", "acceptance.json")) as handle:
         return json.load(handle)
 
 

@@ -1,5 +1,5 @@
 """Multi-node collectives: the argv of one rccl-tests run over a host list, the hostfile, the cluster criterion and
-the summary record (``collective.json``) of a full-cluster run and the bad-node isolation after it.
+the summary record (``collective/acceptance.json``) of a full-cluster run and the bad-node isolation after it.
 
 Controller only, standard library, no Ansible imports, nothing run here: the action plugin
 (``plugins/action/acceptance_collective.py``) runs the argv on the launcher host, parses the output (``parse_perf``),
@@ -31,7 +31,7 @@ Public API:
     and ``sources``: ``override`` (a dict with at least ``busbw_gbs``) wins; else the figure of ``generation``. None
     when there is neither (the caller says so).
 ``summary(...)``
-    The record ``collective.json`` holds (``schema_version`` 1, below).
+    The record ``collective/acceptance.json`` holds (``schema_version`` 1, below).
 ``lines(record)``
     One line per excluded host with its evidence (or one line saying why none is), for the play's output.
 
@@ -153,7 +153,7 @@ def run_entry(hosts, argv, verdict, evidence, rc=None, seconds=None):
 
 def summary(hosts, criterion, full_run, isolation=None, template=None, launcher=None, check_mode=False,
             hostnames=None):
-    """The record of ``collective.json``::
+    """The record of ``collective/acceptance.json``::
 
         {"schema_version": 1, "status": "pass" | "fail" | "unknown" | "skipped", "launcher": host,
          "template": kind, "hosts": [...], "hostnames": {inventory: MPI name}, "criterion": {...},

@@ -26,6 +26,10 @@ with the jinja2 templates in ``templates/`` (autoescaped: every value below is p
     whose width follows the link count or bandwidth); ``info`` counts what was drawn and what was only summarised.
 ``link_summary(topology)``
     GPU pairs per link class, with whether the diagram draws them.
+``collective_view(data)``
+    The multi-node collective of ``collective/acceptance.json`` (``playbooks/acceptance.yml``'s second play): its
+    status and criterion, the full run, the excluded hosts with their evidence and every isolation run; None when
+    the file is absent, the reason when it cannot be read.
 ``consistency_view(data)``
     The cluster-consistency table: per firmware/software item (VBIOS, ``fw_version`` files, partition modes, ROCm,
     kernel, BIOS, each RDMA rail) the majority value and the odd nodes out, the nodes ``rail_consistency`` does
@@ -117,6 +121,13 @@ def load_report_dir(path):
             match = _HOST_FILE.match(name)
             if match and os.path.isfile(os.path.join(folder, name)):
                 found.setdefault(match.group(1), {})[section] = os.path.join(folder, name)
+    collective = os.path.join(path, "collective", "acceptance.json")
+    data["collective"] = {"state": "missing", "data": None, "reason": None, "file": collective}
+    if os.path.isfile(collective):
+        value, reason = _read_json(collective)
+        if reason is None and not (isinstance(value, dict) and isinstance(value.get("excluded"), list)):
+            reason = "%s: no 'excluded' list: not a collective record (playbooks/acceptance.yml writes it)" % collective
+        data["collective"].update(state="unreadable" if reason else "ok", data=None if reason else value, reason=reason)
     data["run"], run_newest = load_run_summaries(path)
     newest = max(newest, run_newest)
     run = data["run"]["data"] or {}
@@ -769,6 +780,35 @@ _CONSISTENCY_STATUS = {"consistent": ("st-pass", "same"), "differs": ("st-fail",
                        "no_majority": ("st-warn", "no majority"), "unknown": ("st-unknown", "unknown")}
 
 
+def collective_view(data):
+    """See the module docstring."""
+    entry = data.get("collective") or {}
+    if entry.get("state") == "unreadable":
+        return {"state": "unreadable", "reason": text(entry.get("reason"))}
+    record = entry.get("data")
+    if entry.get("state") != "ok" or not record:
+        return None
+    criterion = record.get("criterion") or {}
+    full = record.get("full_run") or {}
+    runs = ((record.get("isolation") or {}).get("runs")) or []
+    status = record.get("status") if record.get("status") in _STATUS_ORDER else "unknown"
+    return {
+        "state": "ok", "status": status, "hosts": len(record.get("hosts") or []),
+        "criterion": text(criterion.get("text") or ("in-place busbw >= %s GB/s" % criterion.get("busbw_gbs")
+                                                     if criterion.get("busbw_gbs") else criterion)),
+        "full_run": "%s: %s" % (text(full.get("verdict") or "not run"), text(full.get("evidence"))),
+        "excluded": [(text(e.get("host")), text(e.get("evidence")), text(e.get("why"))) for e in record["excluded"]
+                     if isinstance(e, dict)],
+        "good": ", ".join(text(h) for h in record.get("good") or []),
+        "undetermined": ", ".join(text(h) for h in record.get("undetermined") or []),
+        "runs": _table(("run", "hosts", "verdict", "evidence"), [
+            (r.get("index"), ", ".join(text(h) for h in r.get("hosts") or []),
+             ("st-" + ("pass" if r.get("verdict") == "pass" else "fail" if r.get("verdict") == "fail" else "unknown"),
+              r.get("verdict")), r.get("evidence")) for r in runs if isinstance(r, dict)],
+            numeric=(0,), fold="Isolation runs") if runs else None,
+    }
+
+
 def consistency_view(data):
     """The cluster-consistency table (see the module docstring); None without any node inventory."""
     inventories = {}
@@ -817,4 +857,5 @@ def report_view(data, title=None):
         "overview": [_overview_row(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
         "nodes": [_node_view(n, host, sections, _host_status(data, host)) for n, (host, sections) in enumerate(hosts, 1)],
         "consistency": consistency_view(data),
+        "collective": collective_view(data),
     }

@@ -491,3 +491,26 @@ def test_acceptance_section_shows_each_verdict_its_margins_and_the_runs(tmp_path
     assert "against the MI300X criteria" in section and "transferbench.a2a" in section
     assert "-5.8 %" in section and "-20.5 %" in section  # n3: vs AMD's 32.9, vs the class median 39.0
     assert "/opt/rocm/bin/TransferBench a2a" in section
+
+
+def test_collective_section_names_each_excluded_host_with_its_evidence(tmp_path):
+    """collective/acceptance.json as playbooks/acceptance.yml's second play writes it (collective.summary)."""
+    from ansible_collections.topotune.instinct.plugins.plugin_utils.acceptance.collective import summary
+    runs = [{"index": 1, "hosts": ["n1", "n2"], "verdict": "pass", "evidence": "in-place busbw 310.37 GB/s at 8 GiB"},
+            {"index": 2, "hosts": ["n1", "n3"], "verdict": "fail", "evidence": "in-place busbw 279.03 GB/s < 304"}]
+    isolation = {"bad": ["n3"], "good": ["n1", "n2", "n4"], "undetermined": [], "runs": runs,
+                 "excluded": [{"host": "n3", "evidence": "in-place busbw 279.03 GB/s < 304", "run": 2,
+                               "hosts": ["n1", "n3"], "why": "run 2 [n1, n3] failed and n1 passed in run 1"}]}
+    record = summary(["n1", "n2", "n3", "n4"], {"busbw_gbs": 304, "column": "in_place"},
+                     {"hosts": ["n1", "n2", "n3", "n4"], "argv": [], "verdict": "fail",
+                      "evidence": "in-place busbw 278.05 GB/s < 304", "rc": 0, "seconds": 1.0}, isolation)
+    (tmp_path / "collective").mkdir()
+    (tmp_path / "collective" / "acceptance.json").write_text(json.dumps(record))
+    page = render_report(load_report_dir(str(tmp_path)))
+    section = page.split('<section class="collective" id="collective">')[1].split("</section>")[0]
+    assert '<span class="badge s-fail">fail</span> 4 node(s), criterion in-place busbw &gt;= 304 GB/s' in section
+    assert "excluded</span> n3: in-place busbw 279.03 GB/s &lt; 304 (run 2 [n1, n3] failed and n1 passed in run 1)" in section
+    assert "Good: n1, n2, n4" in section and "<td>n1, n3</td><td class=\"st-fail\">fail</td>" in section
+    assert "collective" not in [n for n in load_report_dir(str(tmp_path))["hosts"]]  # never a host of its own
+    (tmp_path / "collective" / "acceptance.json").write_text("{}")
+    assert "not a collective record" in render_report(load_report_dir(str(tmp_path)))
