@@ -133,6 +133,11 @@ def test_the_failing_node_fails_the_play_and_junit_names_it(run):
     assert sorted(suites) == NODES
     assert suites[NODES[3]].find("testcase[@name='rccl-tests.all_reduce_perf']/failure") is not None
     assert suites[NODES[0]].get("failures") == "0"
+    # the run summary names the failed node with its blocking verdicts, for the scheduler to drain
+    with open(os.path.join(run["out"], "run", "acceptance.json")) as handle:
+        summary = json.load(handle)
+    assert summary["failed_hosts"] == [NODES[3]] and sorted(summary["completed_hosts"]) == NODES[:3]
+    assert "rccl-tests.all_reduce_perf" in json.dumps(summary["failures"])
 
 
 def test_check_mode_runs_no_tool_but_reads_the_saved_outputs(run):

@@ -118,6 +118,11 @@ def test_the_play_shows_the_evidence_and_fails_node_3_only(run):
     for node in NODES:
         failed = [line for line in recap.splitlines() if line.startswith(node)][0].split("failed=")[1]
         assert failed.startswith("1" if node == BAD else "0"), recap
+    # the run summary names it with the evidence, for the scheduler to drain
+    with open(os.path.join(run["out"], "run", "acceptance.json")) as handle:
+        summary = json.load(handle)
+    assert summary["failed_hosts"] == [BAD]
+    assert "excluded by the multi-node collective" in json.dumps(summary["failures"])
 
 
 def test_check_mode_runs_no_collective(run):
