@@ -2,7 +2,7 @@
 
 One module per tool family (``transferbench``, ``rvs``, ``babelstream``, ``blas_bench``, ``perftest``, ``amdsmi_tables``;
 rccl-tests stays ``bench/rccl.py``), each with ``parse(text, source="output")`` and ``detect(text)``; ``common`` holds
-the result shape and the helpers they share (``prefixes``: launcher and log prefixes, echoed command lines);
-``criteria`` judges a parsed result against the criteria of a node's hardware (``knowledge/acceptance.yml``, from the
-generation cards' ``acceptance`` sections).
+the result shape and the helpers they share (line cleaning, cut markers, echoed command lines), ``prefixes`` the
+launcher and log prefixes they learn and remove; ``criteria`` judges a parsed result against the criteria of a node's
+hardware (``knowledge/acceptance.yml``, from the generation cards' ``acceptance`` sections).
 """

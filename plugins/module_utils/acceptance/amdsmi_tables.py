@@ -42,7 +42,7 @@ Public API (standard library only, Python 3.8+):
 
 import re
 
-from . import launch_prefixes as prefixes
+from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
 from .criteria import UNITS
 

@@ -39,7 +39,7 @@ Public API (standard library only, Python 3.8+):
 import math
 import re
 
-from . import prefixes as _prefixes
+from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
 
 KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream")
@@ -353,12 +353,11 @@ class _Parser:
             raise AcceptanceParseError("%s: expected text, got %s" % (source, type(text).__name__))
         self.source = source
         lines = clean_lines(text)
-        patterns = _prefixes.learn([line for _n, line in lines], _ANCHOR)
-        pattern = _prefixes.compile_prefixes(patterns)
+        patterns = prefixes.learn(lines, _ANCHOR)
         self.prefixes = patterns
         self.lines = []
         for number, line in lines:
-            stripped, removed = _prefixes.strip(line, pattern)
+            stripped, removed = prefixes.strip(line, patterns)
             rank = None
             for regex in _RANK:
                 match = regex.search(removed)

@@ -55,8 +55,8 @@ Public API (standard library only, Python 3.8+):
 import math
 import re
 
-from . import launch_prefixes as prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from . import prefixes
+from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
 
 TOOLS = {"rocblas": "rocblas-bench", "hipblaslt": "hipblaslt-bench"}
 DEFAULT_PRECISION = {"rocblas-bench": "f32_r", "hipblaslt-bench": "f16_r"}
@@ -177,8 +177,8 @@ def _number(text, column, source, number, line, kind=float):
 
 
 def _command_facts(command):
-    args = prefixes.split_command(command)
-    found, _rest = prefixes.options(args[1:] if args and "bench" in args[0] else args, _COMMAND_SPEC)
+    args = split_command(command)
+    found, _rest = options(args[1:] if args and "bench" in args[0] else args, _COMMAND_SPEC)
     return found
 
 
@@ -215,7 +215,7 @@ class _Parser:
         self.warnings = []
         self.devices = []
         self.version = None
-        self.commands = [] if command is None else [" ".join(prefixes.split_command(command))]
+        self.commands = [] if command is None else [" ".join(split_command(command))]
 
     def run(self, text):
         lines = clean_lines(text)

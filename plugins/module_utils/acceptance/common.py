@@ -1,4 +1,4 @@
-"""What every acceptance-tool parser shares: the result shape, the refusal error, and line cleaning.
+"""What every acceptance-tool parser shares: the result shape, the refusal error, line cleaning and command lines.
 
 Public API (standard library only, Python 3.8+):
 
@@ -31,9 +31,20 @@ Public API (standard library only, Python 3.8+):
     result is then not ``complete`` where the cut could have hidden a figure.
 ``shorten(line, limit=80)``
     The line as an error message quotes it.
+``split_command(text)``
+    A shell command line (an echoed ``$ rocblas-bench ...``, a command a criterion names) as arguments (``shlex``
+    rules; an unbalanced quote splits on blanks; backslash-newline continuations joined; a list or tuple is taken
+    as its arguments); ``[]`` for no text.
+``options(args, spec)``
+    The values of the options ``spec`` names (``{name: (aliases, takes_value)}``) in ``args``: ``--name value``,
+    ``--name=value``, ``-n value``, ``-nvalue`` (one-letter aliases), single-dash long names (``-use_rocm=0``) and
+    flags (True); the last occurrence wins. Returns ``({name: value}, [arguments that are no option])``.
+
+Launcher and log prefixes (learned from the lines a tool always prints, removed from every line): ``prefixes``.
 """
 
 import re
+import shlex
 
 from ..core.errors import TopotuneError
 
@@ -73,3 +84,47 @@ def shorten(line, limit=80):
     """See the module docstring."""
     line = " ".join(str(line).split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def split_command(text):
+    """See the module docstring."""
+    if not text:
+        return []
+    if isinstance(text, (list, tuple)):
+        return [str(a) for a in text]
+    text = re.sub(r"\\\r?\n", " ", str(text))
+    try:
+        return shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        return text.split()
+
+
+def options(args, spec):
+    """See the module docstring."""
+    names = {}
+    for name, (aliases, takes_value) in spec.items():
+        for alias in aliases:
+            names[alias] = (name, takes_value)
+    found, rest = {}, []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        index += 1
+        if not arg.startswith("-") or arg in ("-", "--"):
+            rest.append(arg)
+            continue
+        key, eq, value = arg.lstrip("-").partition("=")
+        known = names.get(key)
+        if known is None and not eq and len(key) > 1 and not arg.startswith("--") and names.get(key[0], (0, 0))[1]:
+            known, value, eq = names[key[0]], key[1:], "="      # -fgemm, -d mlx5_0 written -dmlx5_0
+        if known is None:
+            continue
+        name, takes_value = known
+        if not takes_value:
+            found[name] = True
+        elif eq:
+            found[name] = value
+        elif index < len(args):
+            found[name] = args[index]
+            index += 1
+    return found, rest

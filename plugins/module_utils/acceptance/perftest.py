@@ -55,8 +55,8 @@ Public API (standard library only, Python 3.8+):
 import math
 import re
 
-from . import launch_prefixes as prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from . import prefixes
+from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
 
 PROGRAMS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat",
             "ib_send_lat", "ib_atomic_lat", "raw_ethernet_bw", "raw_ethernet_lat", "raw_ethernet_burst_lat",
@@ -177,12 +177,12 @@ def _command(text):
     match = _COMMAND.search(text)
     if match is None:
         return None
-    args = prefixes.split_command(match.group(2) or "")
+    args = split_command(match.group(2) or "")
     cut = next((i for i, a in enumerate(args) if a in (";", "&&", "||", "|", "&", ">", ">>", "2>&1", "<")
                 or a.startswith((">", "2>", ")")) or (a.startswith("<") and not a.endswith(">"))), None)
     args = args[:cut] if cut is not None else args
     args = [a.rstrip(");") for a in args]
-    facts, rest = prefixes.options(args, _COMMAND_SPEC)
+    facts, rest = options(args, _COMMAND_SPEC)
     return match.group(1), facts, (rest[0] if rest else None)
 
 
@@ -239,12 +239,12 @@ class _Parser:
         self.orphans = []
         self.last_address = "local"
         if command is not None:
-            text = command if isinstance(command, str) else " ".join(prefixes.split_command(command))
+            text = command if isinstance(command, str) else " ".join(split_command(command))
             found = _commands(text)
             if found:
                 self.given = found[-1]
             else:       # options without the program's name
-                facts, rest = prefixes.options(prefixes.split_command(_PLACEHOLDER.sub(
+                facts, rest = options(split_command(_PLACEHOLDER.sub(
                     lambda m: re.sub(r"\s+", "_", m.group(0)), text)), _COMMAND_SPEC)
                 self.given = (None, facts, rest[0] if rest else None, text.strip())
             self.commands.append(self.given[3])

@@ -72,7 +72,7 @@ result lines after it (as the last line it is a cut: ``complete`` False).
 import math
 import re
 
-from . import prefixes as _prefixes
+from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
 
 MODULES = ("gst", "iet", "mem", "pebb", "pbqt", "peqt", "gpup", "babel")
@@ -187,9 +187,8 @@ class _Parser:
             raise AcceptanceParseError("%s: expected text, got %s" % (source, type(text).__name__))
         self.source = source
         lines = clean_lines(text)
-        patterns = _prefixes.learn([line for _n, line in lines], _ANCHOR)
-        pattern = _prefixes.compile_prefixes(patterns)
-        self.lines = [(number, _prefixes.strip(line, pattern)[0]) for number, line in lines]
+        patterns = prefixes.learn(lines, _ANCHOR)
+        self.lines = prefixes.strip_all(lines, patterns)
         self.prefixes = patterns
         self.actions = []
         self.current = None

@@ -61,6 +61,7 @@ Public API (standard library only, Python 3.8+):
 
 import re
 
+from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
 
 TOOL = "transferbench"
@@ -150,62 +151,11 @@ def detect(text):
     return any(_SIGNATURE.search(line) for _number, line in clean_lines(text))
 
 
-# ---------------------------------------------------------------------------------------------------- prefixes
-
-
-def _shape(prefix):
-    """A regex matching ``prefix`` and the same prefix on other lines (digits vary, stdout/stderr tags, padding).
-
-    Whitespace is ``\\s*`` (``srun --label`` pads ``%2d``, dmesg pads its seconds), but ``\\s+`` between two runs
-    of digits: they never merge, so a match that fails cannot backtrack exponentially.
-    """
-    tokens = re.findall(r"\d+|\s+|<std(?:out|err|diag)>|.", prefix)
-    digits = [bool(re.match(r"\d+$", token)) for token in tokens]
-    parts = []
-    for index, token in enumerate(tokens):
-        if digits[index]:
-            part = r"\d+"
-        elif token.isspace():
-            between = 0 < index < len(tokens) - 1 and digits[index - 1] and digits[index + 1]
-            part = r"\s+" if between else r"\s*"
-        elif token.startswith("<std"):
-            part = "<std(?:out|err|diag)>"
-        else:
-            part = re.escape(token)
-        parts.append(part)
-    return "".join(parts)
-
-
-def _learn_prefixes(lines):
-    """Prefix patterns seen before the lines the tool always prints (at least twice, or on its only such line)."""
-    shapes, anchors = {}, 0
-    for _number, line in lines:
-        match = _ANCHOR.search(line)
-        if match is None:
-            continue
-        anchors += 1
-        prefix = line[:match.start()]
-        if not prefix.strip() or len(prefix) > 160 or not re.search(r"[^\d\s]", prefix):
-            continue
-        shape = _shape(prefix)
-        shapes[shape] = shapes.get(shape, 0) + 1
-    return sorted(shape for shape, seen in shapes.items() if seen >= 2 or anchors == 1)
-
-
 def _prepared(text):
     """The cleaned lines, prefixes removed and stripped: ([(number, line)], [prefix patterns])."""
     lines = clean_lines(text)
-    shapes = _learn_prefixes(lines)
-    patterns = [re.compile(shape) for shape in shapes]
-    out = []
-    for number, line in lines:
-        for _attempt in range(3):
-            match = next((m for m in (p.match(line) for p in patterns) if m is not None and m.end()), None)
-            if match is None:
-                break
-            line = line[match.end():]
-        out.append((number, line.strip()))
-    return out, shapes
+    patterns = prefixes.learn(lines, _ANCHOR)
+    return [(number, line.strip()) for number, line in prefixes.strip_all(lines, patterns)], patterns
 
 
 # ---------------------------------------------------------------------------------------------------- shared
@@ -895,13 +845,13 @@ def parse(text, source="output"):
     source = " ".join(str(source).split()) or "output"
     if not isinstance(text, str):
         raise AcceptanceParseError("%s line 1: expected text, got %s: %r" % (source, type(text).__name__, ""))
-    lines, prefixes = _prepared(text)
+    lines, patterns = _prepared(text)
     kinds = _kinds(lines)
     if not kinds:
         _refuse_without_result(source, lines)
     test = next(kind for kind in ("p2p", "a2a", "healthcheck", "config") if kind in kinds)
     result = new_result(TOOL, test, source)
-    result.update(prefixes=prefixes, errors=[])
+    result.update(prefixes=patterns, errors=[])
     if "p2p" in kinds and "a2a" in kinds:
         number = max(kinds["p2p"], kinds["a2a"])
         line = next(line for n, line in lines if n == number)
