@@ -44,6 +44,7 @@ import re
 
 from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import refuse as _refuse
 from .criteria import UNITS
 
 _BDF = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"
@@ -71,10 +72,6 @@ _OTHER_SECTIONS = {"ASIC", "BUS", "VBIOS", "LIMIT", "DRIVER", "BOARD", "RAS", "P
                    "PROCESS_ISOLATION", "NUMA", "VRAM", "CACHE_INFO", "FW_LIST", "IFWI", "RETIRED", "PENDING",
                    "UN_RES", "CPER", "PROCESS_INFO"}
 _WARNING = re.compile(r"^\s*(?:WARNING|ERROR|error)\b", re.IGNORECASE)
-
-
-def _refuse(source, number, line, why):
-    raise AcceptanceParseError("%s line %d: %r: %s" % (source, number, shorten(line), why))
 
 
 _ANCHORS = (_TITLE, re.compile(r"GPU\d+\s+%s" % _BDF), re.compile(r"GPU:\s*\d+\s*$"))

@@ -36,11 +36,12 @@ Public API (standard library only, Python 3.8+):
     rows after it, an unknown bandwidth unit, a kernel twice in one table (interleaved ranks).
 """
 
-import math
 import re
 
 from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import UnreadableFigure as _Bad
+from .common import finite_number as _num
 
 KERNELS = ("Copy", "Mul", "Add", "Triad", "Dot", "Nstream")
 _CLASSIC = ("Copy", "Mul", "Add", "Triad", "Dot")
@@ -77,20 +78,6 @@ _FAILURE = re.compile(r"^(?:Validation failed|FAILED validation|Error:|Invalid |
                       r"fault|.*core dumped|hipErrorNoDevice|No devices found)", re.IGNORECASE)
 _VALIDATION = re.compile(r"^(?:Validation failed|FAILED validation)")
 _RANK = (re.compile(r"\[\d+,(\d+)\]<std(?:out|err|diag)>"), re.compile(r"^\s*(\d+):\s"))
-
-
-class _Bad(Exception):
-    """A line whose kind is known but whose figures cannot be read."""
-
-
-def _num(token, what):
-    try:
-        value = float(token)
-    except (TypeError, ValueError):
-        raise _Bad("%s %r is not a number" % (what, token)) from None
-    if not math.isfinite(value):
-        raise _Bad("%s %r is not a finite number" % (what, token))
-    return value
 
 
 def _unit(token):

@@ -57,6 +57,7 @@ import re
 
 from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
+from .common import refuse as _refuse
 
 TOOLS = {"rocblas": "rocblas-bench", "hipblaslt": "hipblaslt-bench"}
 DEFAULT_PRECISION = {"rocblas-bench": "f32_r", "hipblaslt-bench": "f16_r"}
@@ -119,10 +120,6 @@ def case_of(type_name):
 def _type_name(value):
     value = str(value or "").strip().lower()
     return _TYPE_ALIASES.get(value, value) or None
-
-
-def _refuse(source, number, line, why):
-    raise AcceptanceParseError("%s line %d: %r: %s" % (source, number, shorten(line), why))
 
 
 def _header(line):

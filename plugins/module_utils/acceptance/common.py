@@ -31,6 +31,11 @@ Public API (standard library only, Python 3.8+):
     result is then not ``complete`` where the cut could have hidden a figure.
 ``shorten(line, limit=80)``
     The line as an error message quotes it.
+``refuse(source, number, line, why)``
+    Raises the one-line ``AcceptanceParseError`` ``<source> line <n>: '<line>': <why>``.
+``UnreadableFigure(AcceptanceParseError)``, ``finite_number(token, what="value")``
+    A figure a parser knows the place of but cannot read: ``finite_number`` raises it for a token that is not a finite
+    number (the parser catches it and refuses naming the line).
 ``split_command(text)``
     A shell command line (an echoed ``$ rocblas-bench ...``, a command a criterion names) as arguments (``shlex``
     rules; an unbalanced quote splits on blanks; backslash-newline continuations joined; a list or tuple is taken
@@ -43,6 +48,7 @@ Public API (standard library only, Python 3.8+):
 Launcher and log prefixes (learned from the lines a tool always prints, removed from every line): ``prefixes``.
 """
 
+import math
 import re
 import shlex
 
@@ -128,3 +134,23 @@ def options(args, spec):
             found[name] = args[index]
             index += 1
     return found, rest
+
+
+def refuse(source, number, line, why):
+    """See the module docstring."""
+    raise AcceptanceParseError("%s line %d: %r: %s" % (source, number, shorten(line), why))
+
+
+class UnreadableFigure(AcceptanceParseError):
+    """A line whose kind is known but whose figures cannot be read."""
+
+
+def finite_number(token, what="value"):
+    """See the module docstring."""
+    try:
+        value = float(token)
+    except (TypeError, ValueError):
+        raise UnreadableFigure("%s %r is not a number" % (what, token)) from None
+    if not math.isfinite(value):
+        raise UnreadableFigure("%s %r is not a finite number" % (what, token))
+    return value

@@ -57,6 +57,7 @@ import re
 
 from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
+from .common import refuse as _refuse
 
 PROGRAMS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat",
             "ib_send_lat", "ib_atomic_lat", "raw_ethernet_bw", "raw_ethernet_lat", "raw_ethernet_burst_lat",
@@ -121,10 +122,6 @@ _METRICS = {"BW peak": "bw_peak", "BW average": "bw_average", "MsgRate": "msg_ra
             "99% percentile": "t_p99", "99.9% percentile": "t_p99_9"}
 _UNITS = {"Gb/sec": "Gb/s", "MiB/sec": "MiB/s", "MB/sec": "MiB/s", "Mpps": "Mpps", "usec": "us"}
 _DEFAULT_SIZE = {"bw": 65536, "lat": 2, "atomic": 8}
-
-
-def _refuse(source, number, line, why):
-    raise AcceptanceParseError("%s line %d: %r: %s" % (source, number, shorten(line), why))
 
 
 def _anchor(line):

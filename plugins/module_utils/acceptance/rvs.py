@@ -69,11 +69,12 @@ only failed, ``rvs -g`` alone, and a malformed result line (a number or verdict 
 result lines after it (as the last line it is a cut: ``complete`` False).
 """
 
-import math
 import re
 
 from . import prefixes
 from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import UnreadableFigure as _Bad
+from .common import finite_number as _num
 
 MODULES = ("gst", "iet", "mem", "pebb", "pbqt", "peqt", "gpup", "babel")
 _OTHER_MODULES = ("gm", "pesm", "rcqt", "smqt", "pulse", "tst", "perf", "perq", "rvs")
@@ -119,20 +120,6 @@ _BABEL_TRIAD_GPU = re.compile(r"^GPU Id:\s*(\d+)\s*$")
 _BABEL_TRIAD_RUNTIME = re.compile(r"^Runtime \(seconds\):\s*(\S+)\s*$")
 _BABEL_TRIAD_BW = re.compile(r"^Bandwidth \((GB/s|GiB/s)\):\s*(\S+)\s*$")
 _CHATTER = ("INFO", "DEBUG", "TRACE", "NONE")
-
-
-class _Bad(Exception):
-    """A line whose kind is known but whose figures cannot be read."""
-
-
-def _num(token, what="value"):
-    try:
-        value = float(token)
-    except (TypeError, ValueError):
-        raise _Bad("%s %r is not a number" % (what, token)) from None
-    if not math.isfinite(value):
-        raise _Bad("%s %r is not a finite number" % (what, token))
-    return value
 
 
 def _bool(token, what):
