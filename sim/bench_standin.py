@@ -120,7 +120,7 @@ def _fault(host, spec):
         kind = "nic" if spec["fail"] is True else spec["fail"]
         if kind not in FAIL_KINDS:
             raise StandinError("fault of %s: fail must be true or one of %s, got %r" % (host, ", ".join(FAIL_KINDS),
-                                                                                       spec["fail"]))
+                                                                                        spec["fail"]))
         out["fail"] = kind
     if spec.get("wrong"):
         out["wrong"] = True

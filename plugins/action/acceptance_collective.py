@@ -65,7 +65,7 @@ class ActionModule(ActionBase):
         return dict(result, changed=False, collective=record, lines=shown,
                     excluded=[e["host"] for e in record["excluded"]],
                     msg="collective over %d hosts: %s; %s" % (len(record["hosts"]), record["status"],
-                                                             "; ".join(shown[:3])))
+                                                              "; ".join(shown[:3])))
 
     # --- one run on the launcher --------------------------------------------------------------------------
 

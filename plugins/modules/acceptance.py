@@ -29,9 +29,9 @@ version_added: "0.9.0"
 options:
   outputs:
     description:
-      - Saved outputs on the node to parse instead of running the tool, as C({run id: path}); run ids are those of
-        C(knowledge/acceptance.yml) C(runs) (C(transferbench.a2a), C(rvs.gst), C(rccl-tests.all_reduce_perf)...). An
-        unknown id fails naming the ids there are.
+      - Saved outputs on the node to parse instead of running the tool, a mapping of run id to path. A run id is
+        C(<tool>.<test>) of a distinct AMD command among the node's criteria (C(transferbench.a2a), C(rvs.gst),
+        C(rccl-tests.all_reduce_perf)...; docs/acceptance.md, "The runs"). An unknown id fails naming the ids there are.
     type: dict
     default: {}
   topology:
@@ -50,7 +50,7 @@ options:
     default: false
   runs:
     description:
-      - Set by the action (the module's own input): the run specs, C(module_utils/acceptance/run.py run_spec).
+      - Set by the action (the module's own input), the run specs of C(module_utils/acceptance/run.py run_spec).
     type: list
     elements: dict
     default: []

@@ -372,7 +372,7 @@ class _Parser:
             self.cut = True
             self.warnings.append("line %d: hipBLASLt printed %d tuning candidate(s) but no 'Winner:' after them: the "
                                  "run did not finish, its result is not measured" % (unfinished[0]["line"],
-                                                                                    len(open_set)))
+                                                                                     len(open_set)))
             for item in open_set:
                 item["problem"]["role"] = "candidate"
 
@@ -395,7 +395,7 @@ class _Parser:
         self._winners()
         if self.failures:
             self.warnings.append("line %d: the tool reported an error: %s" % (self.failures[0]["line"],
-                                                                            self.failures[0]["text"]))
+                                                                              self.failures[0]["text"]))
         groups = []
         for problem in self.problems:
             if not groups or all(g[0] != problem["function"] for g in groups):

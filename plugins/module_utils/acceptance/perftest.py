@@ -552,7 +552,7 @@ class _Parser:
         self._bare(result)
         if self.failures:
             self.warnings.append("line %d: perftest reported an error: %s" % (self.failures[0]["line"],
-                                                                            self.failures[0]["text"]))
+                                                                              self.failures[0]["text"]))
         result["runs"] = [{k: v for k, v in run.items() if k not in ("tables", "verb", "kind", "closed", "gpu_seen")}
                           for run in runs]
         for public, run in zip(result["runs"], runs):

@@ -910,7 +910,7 @@ class _Parser:
         if self.bad is not None:
             number, text, why = self.bad
             warnings.append("truncated run: line %d is not a complete result line (%s): %r" % (number, why,
-                                                                                             shorten(text)))
+                                                                                               shorten(text)))
         for name, what, why, count in unfinished[:4]:
             warnings.append("action %s: no line for %s%s (%s): not counted as a failure, the result is not "
                             "complete" % (name, what, " and %d more" % (count - 1) if count > 1 else "", why))

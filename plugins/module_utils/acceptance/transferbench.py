@@ -59,6 +59,7 @@ Public API (standard library only, Python 3.8+):
     rocm-bandwidth-test, perftest, amd-smi).
 """
 
+import math
 import re
 
 from . import prefixes
@@ -168,7 +169,7 @@ def _value(token):
     if not _NUMBER.match(token):
         raise ValueError("%r is not a number" % shorten(token, 20))
     value = float(token)
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise ValueError("%r is not a finite number" % shorten(token, 20))
     return value
 

@@ -352,7 +352,7 @@ class Isolation:
             self._switched_at = self.runs_used()
             self._auto_why = ("after %d run(s) at least %d hosts are bad (%d proven, %d disjoint failing sets), "
                               "k*=%d: pairwise from here" % (self._switched_at, lower, len(st.bad),
-                                                            lower - len(st.bad), self._k_star))
+                                                             lower - len(st.bad), self._k_star))
             return "pairwise"
         return "bisect"
 
@@ -485,7 +485,7 @@ class Isolation:
         return {
             "hosts": list(self.hosts), "strategy": self.strategy, "used": used,
             "auto": None if self.strategy != "auto" else {"k_star": self._k_star, "switched_at": self._switched_at,
-                                                           "why": self._auto_why or "bisection throughout"},
+                                                          "why": self._auto_why or "bisection throughout"},
             "bad": bad, "good": self._ordered(st.good), "undetermined": undetermined, "undetermined_why": why,
             "excluded": excluded, "runs": [dict(run, hosts=list(run["hosts"])) for run in self._runs],
             "runs_used": len(counted), "runs_decisive": decisive, "runs_broken": len(counted) - decisive,

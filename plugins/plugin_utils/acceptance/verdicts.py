@@ -73,7 +73,7 @@ def _commands(knowledge, generation):
     for criterion in _rccl_criteria(knowledge, generation):
         if criterion.get("command"):
             found.setdefault(("rccl-tests", criterion["command"]), (criterion.get("collective") or "all_reduce_perf",
-                                                                     criterion.get("collective") or "all_reduce_perf"))
+                                                                    criterion.get("collective") or "all_reduce_perf"))
     tests = {}
     for (tool, _command), (test, _cid) in found.items():
         tests[(tool, test)] = tests.get((tool, test), 0) + 1
@@ -148,7 +148,7 @@ def _slim(record):
     """The record as the report keeps it: the parse's measurements and facts, not its detail tables."""
     result = record.get("result") or {}
     keep = {k: result.get(k) for k in ("tool", "test", "version", "complete", "warnings", "measurements",
-                                      "avg_busbw", "hosts", "n_ranks") if k in result}
+                                       "avg_busbw", "hosts", "n_ranks") if k in result}
     return dict(record, result=keep or None)
 
 
@@ -174,7 +174,7 @@ def node_report(host, identity, records, knowledge):
         verdicts.append({"id": "acceptance", "tool": None, "test": None, "status": "unknown", "value": None,
                          "unit": None, "margin_pct": None, "failing": [], "source": "knowledge/acceptance.yml",
                          "observed": "AMD publishes no acceptance criteria for %s" % (generation or "an unidentified "
-                                                                                     "GPU generation"),
+                                                                                      "GPU generation"),
                          "expected": "the criteria of the node's GPU generation (knowledge/generations/*.yml)"})
     for verdict in verdicts:
         verdict.setdefault("class_median", None)
@@ -266,7 +266,7 @@ def junit(reports, name="topotune acceptance"):
                       % (quoteattr(host), counts["tests"], counts["failures"], counts["skipped"], "\n".join(cases)))
     return ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=%s tests=\"%d\" failures=\"%d\" skipped=\"%d\" "
             "errors=\"0\">\n%s\n</testsuites>\n" % (quoteattr(name), totals["tests"], totals["failures"],
-                                                   totals["skipped"], "\n".join(suites)))
+                                                    totals["skipped"], "\n".join(suites)))
 
 
 def lines(reports):

@@ -795,7 +795,7 @@ def collective_view(data):
     return {
         "state": "ok", "status": status, "hosts": len(record.get("hosts") or []),
         "criterion": text(criterion.get("text") or ("in-place busbw >= %s GB/s" % criterion.get("busbw_gbs")
-                                                     if criterion.get("busbw_gbs") else criterion)),
+                                                    if criterion.get("busbw_gbs") else criterion)),
         "full_run": "%s: %s" % (text(full.get("verdict") or "not run"), text(full.get("evidence"))),
         "excluded": [(text(e.get("host")), text(e.get("evidence")), text(e.get("why"))) for e in record["excluded"]
                      if isinstance(e, dict)],

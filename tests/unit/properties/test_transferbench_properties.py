@@ -20,7 +20,7 @@ from ansible_collections.topotune.instinct.plugins.module_utils.core.errors impo
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PATHS = {os.path.basename(p): p for p in glob.glob(os.path.join(REPO, "tests", "fixtures", "acceptance",
-                                                                 "transferbench_*.txt"))}
+                                                                "transferbench_*.txt"))}
 CAPTURES = sorted(PATHS)
 TEXTS = {}
 for _name in CAPTURES:

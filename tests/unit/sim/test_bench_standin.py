@@ -91,7 +91,7 @@ def test_slowest_member_sets_the_pace():
     healthy = parse_perf(_render(hosts, min_bytes=8 * GIB)[0])
     slow = parse_perf(_render(hosts, min_bytes=8 * GIB, faults={"n02": {"slow": 0.5}})[0])
     slower = parse_perf(_render(hosts, min_bytes=8 * GIB, faults={"n01": {"slow": 0.8}, "n02": {"slow": 0.5},
-                                                                     "n03": {"slow": 0.9}})[0])
+                                                                  "n03": {"slow": 0.9}})[0])
     base = _busbw(healthy, 8 * GIB)
     assert _busbw(slow, 8 * GIB) == pytest.approx(base * 0.5, rel=0.01)
     assert _busbw(slower, 8 * GIB) == pytest.approx(base * 0.5, rel=0.01)

@@ -149,7 +149,7 @@ def test_runs_on_the_node_run_read_or_say_why_not(tmp_path):
     assert ran["status"] == "parsed" and ran["cmd"] == [binary, "-b", "8"] and ran["result"]["tool"] == "rccl-tests"
     assert run_spec(spec, check_mode=True)["status"] == "skipped"
     assert run_spec(dict(spec, binaries=["no-such-tool"]))["reason"].startswith("rccl-tests not installed (looked for "
-                                                                                 "no-such-tool on PATH")
+                                                                                "no-such-tool on PATH")
     conf = run_spec(dict(spec, argv=["-c", "{var:RVS_CONF}/x.conf"], variables={"RVS_CONF": [str(tmp_path / "no")]}))
     assert conf["status"] == "missing" and "its RVS_CONF directory is not there" in conf["reason"]
     (tmp_path / "conf").mkdir()

@@ -511,6 +511,6 @@ def test_collective_section_names_each_excluded_host_with_its_evidence(tmp_path)
     assert '<span class="badge s-fail">fail</span> 4 node(s), criterion in-place busbw &gt;= 304 GB/s' in section
     assert "excluded</span> n3: in-place busbw 279.03 GB/s &lt; 304 (run 2 [n1, n3] failed and n1 passed in run 1)" in section
     assert "Good: n1, n2, n4" in section and "<td>n1, n3</td><td class=\"st-fail\">fail</td>" in section
-    assert "collective" not in [n for n in load_report_dir(str(tmp_path))["hosts"]]  # never a host of its own
+    assert "collective" not in list(load_report_dir(str(tmp_path))["hosts"])  # never a host of its own
     (tmp_path / "collective" / "acceptance.json").write_text("{}")
     assert "not a collective record" in render_report(load_report_dir(str(tmp_path)))

@@ -86,7 +86,7 @@ _LT_ARGS = ("    T,N,0,1,8192,8192,8192,1,8192,67108864,0,8192,67108864,8192,671
 def _lt_block(index, gflops, us):
     return "[%d]:%s\n%s%s,310.5,%s\n    --Solution index: %d\n    --Solution name:  Cijk_Alik_Bljk_BBS_BH_MT256x256\n" \
            "    --kernel name:    Cijk_Alik_Bljk_BBS_BH_MT256x256_K%d\n" % (index, _LT_HEADER, _LT_ARGS, gflops, us,
-                                                                           10 + index, index)
+                                                                            10 + index, index)
 
 
 SYNTHETIC_HIPBLASLT_TUNING = ("hipBLASLt version: 100000\nhipBLASLt git version: 7d9fb683\n\n"
@@ -111,7 +111,7 @@ def test_the_fp32_capture_gives_its_facts():
     assert gflops["scope"] == {"m": 4000, "n": 4000, "k": 4000, "trans_a": "N", "trans_b": "T"}
     columns = result["problems"][0]["columns"]
     assert (columns["alpha"], columns["beta"], columns["lda"], columns["ldb"], columns["ldc"]) == ("1", "0", 4000,
-                                                                                                  4000, 4000)
+                                                                                                   4000, 4000)
     assert result["problems"][0]["function_from"] == "columns"
     # rocblas-bench printed no precision and no command names it: the case is unknown, and the warning says why
     assert gflops["case"] is None and any("precision" in w and "command" in w for w in result["warnings"])
@@ -204,7 +204,7 @@ def test_synthetic_rocblas_output_with_function_and_datatype_columns():
     assert (gflops["case"], gflops["value"]) == ("int8", 170123.0)
     problem = result["problems"][0]
     assert (problem["function_from"], problem["types_from"], problem["columns"]["hot_iters"]) == ("column", "column",
-                                                                                                   10)
+                                                                                                  10)
     assert result["devices"] == [{"id": 0, "name": "AMD Instinct MI300X gfx942:sramecc+:xnack-"}]
     verdict = judge(_mi300x()["int8"], [result])
     assert verdict["status"] == "pass" and verdict["value"] == 170123.0
@@ -256,7 +256,7 @@ def test_several_problems_and_functions_in_one_log():
     assert [m["scope"]["problem"] for m in result["measurements"] if m["metric"] == "gflops"] == [1, 2]
     each = parse_each(text, "two")
     assert [(r["test"], _one(r, "gflops")["case"]) for r in each] == [("gemm", "fp32"),
-                                                                       ("gemm_strided_batched_ex", "fp16")]
+                                                                      ("gemm_strided_batched_ex", "fp16")]
     assert judge(criteria["fp32"], each)["status"] == "pass" and judge(criteria["bf16"], each)["status"] == "pass"
 
 
@@ -310,7 +310,7 @@ OTHERS = sorted(p for folder in ("acceptance", "smi") for p in glob.glob(os.path
 
 def test_detect_claims_rocblas_and_hipblaslt_output_only():
     for text in [_read(name) for name in OWN] + [SYNTHETIC_ROCBLAS_Z, SYNTHETIC_ROCBLAS_GEMM_EX,
-                                                   SYNTHETIC_HIPBLASLT_TUNING, SYNTHETIC_HIPBLASLT_VERIFY]:
+                                                 SYNTHETIC_HIPBLASLT_TUNING, SYNTHETIC_HIPBLASLT_VERIFY]:
         assert detect(text)
     claimed = []
     for path in OTHERS:

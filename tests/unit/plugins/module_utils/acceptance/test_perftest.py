@@ -232,7 +232,7 @@ def test_synthetic_report_both_adds_the_local_and_remote_averages():
 def test_synthetic_output_bandwidth_read_through_its_command():
     result = parse(SYNTHETIC_OUTPUT_BANDWIDTH, "bare")
     assert (result["test"], result["output"], result["device"], result["path"]) == ("ib_write_bw", "bandwidth",
-                                                                                     "mlx5_2", "remote")
+                                                                                    "mlx5_2", "remote")
     assert result["measurements"] == [{"case": "1048576", "metric": "bw_average", "unit": "Gb/s", "value": 391.834512,
                                        "scope": {"device": "mlx5_2"}}]
     given = parse("391.834512\n", "given", command="ib_write_bw -d mlx5_2 -a --output=bandwidth 192.168.10.2")

@@ -108,7 +108,7 @@ def test_unicode_digits_and_blanks_in_a_prefix_match_themselves():
 
 def test_command_lines():
     assert split_command("rocblas-bench -f gemm \\\n -r s --transposeA N") == ["rocblas-bench", "-f", "gemm", "-r", "s",
-                                                                            "--transposeA", "N"]
+                                                                               "--transposeA", "N"]
     assert split_command("ib_write_bw -d 'mlx5 0") == ["ib_write_bw", "-d", "'mlx5", "0"]
     assert split_command(["a", 1]) == ["a", "1"] and split_command(None) == []
     spec = {"function": (("f", "function"), True), "device": (("d", "ib-dev"), True), "all": (("a", "all"), False),

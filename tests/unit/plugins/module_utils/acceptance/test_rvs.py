@@ -93,7 +93,7 @@ def test_mem_reads_the_verdicts_and_the_test_11_bandwidth_of_a_filtered_log():
     result = rvs.parse(_text(MEM), MEM)
     assert result["test"] == "mem" and result["gpus"] == []          # mem lines carry no GPU id
     assert result["filtered"] is True and result["commands"] == ['grep "mem Test 1:" mem.txt',
-                                                                'grep "bandwidth" mem.txt']
+                                                                 'grep "bandwidth" mem.txt']
     assert result["complete"] is False and any("filtered" in w for w in result["warnings"])
     passes = _measures(result, "pass")
     assert passes == [({"action": "action_1", "test": 1, "n": n}, True) for n in range(1, 9)]
@@ -402,7 +402,7 @@ def test_a_log_of_several_modules_gives_one_result_per_module():
     assert first["test"] == "gst" and [r["test"] for r in first["others"]] == ["peqt"]
     assert any("2 RVS modules (gst, peqt)" in w for w in first["warnings"])
     verdicts = {key: judge(MI300X[key], [first] + first["others"])["status"] for key in ("rvs.gst_met",
-                                                                                          "rvs.peqt_pass")}
+                                                                                         "rvs.peqt_pass")}
     assert verdicts == {"rvs.gst_met": "pass", "rvs.peqt_pass": "pass"}
 
 
@@ -461,7 +461,7 @@ def test_older_babel_tables_and_triad_only_blocks_are_read():
     result = rvs.parse(old)
     copy = {m["metric"]: m["value"] for m in result["measurements"] if m["case"] == "Copy"}
     assert copy == {"bandwidth": 6224488.986, "min_runtime": 0.0011, "max_runtime": 0.00113, "avg_runtime": 0.00111}
-    triad = BABEL.split("\n[RESULT] [302446.903905]")[0] + (
+    triad = BABEL.split("\n[RESULT] [302446.903905]", maxsplit=1)[0] + (
         "\n[RESULT] [302446.903905] --------------------------------\nGPU Id: 42583\nRuntime (seconds): 0.41234\n"
         "Bandwidth (GB/s):  6012.345\n")
     assert [(m["case"], m["metric"], m["unit"], m["value"]) for m in rvs.parse(triad)["measurements"][:2]] == [
@@ -485,7 +485,7 @@ def test_the_cards_rvs_criteria_are_complete_and_cite_amds_pages():
         criteria = cards[name]["rvs"]
         ids = [c["id"] for c in criteria]
         assert len(ids) == len(set(ids)) and {"gst_met", "iet_pass", "mem_pass", "pebb_measured", "peqt_pass",
-                                               "pbqt_peers", "gpup_gpus"} <= set(ids), name
+                                              "pbqt_peers", "gpup_gpus"} <= set(ids), name
         for c in criteria:
             assert c["test"] in rvs.MODULES and c["unit"] in ("bool", "count", "GB/s", "TB/s"), (name, c["id"])
             assert sum(b in c for b in ("min", "max", "equals")) == 1 and c["per"] in ("each", "node")
@@ -499,5 +499,5 @@ def test_the_cards_rvs_criteria_are_complete_and_cite_amds_pages():
     assert bounds["MI250X"]["mem_bandwidth"] == 1050 and bounds["MI300A"]["mem_bandwidth"] == 2.0
     assert "mem_bandwidth" not in bounds["MI300X"] and "mem_bandwidth" not in bounds["MI210"]   # '~2TB/s', '~1.1TB/s'
     assert {n: b["gpup_gpus"] for n, b in bounds.items()} == {"MI210": 4, "MI250X": 8, "MI300A": 4, "MI300X": 8,
-                                                             "MI325X": 8}
+                                                              "MI325X": 8}
     assert all(b["gst_met"] is True and b["pbqt_bandwidth"] == 0.001 for b in bounds.values())

@@ -204,7 +204,7 @@ def test_launcher_prefixes_tabs_crlf_and_trailing_spaces_read_the_same():
             result = parse(text, name)
             assert result["measurements"] == plain["measurements"], name
             assert (result["test"], result["complete"], result["version"]) == (plain["test"], plain["complete"],
-                                                                                plain["version"])
+                                                                               plain["version"])
         assert parse("\n".join("[1,0]<stdout>:" + line for line in lines))["prefixes"]
 
 
@@ -212,17 +212,17 @@ def test_the_newest_box_drawn_tables_read_the_same():
     # TransferBench's TableHelper (src/client/Utilities.hpp): cells between '│', row borders of '─' and '┼'
     a2a = parse(TEXT[A2A])
     gpus = a2a["gpus"]
-    bar = "\u2502"
+    vbar = "\u2502"
     rule = "\u2500" * 9 + ("\u253c" + "\u2500" * 9) * (len(gpus) + 2)
-    rows = [rule, " SRC\\DST " + bar + bar.join(" %s " % g for g in gpus) + bar + " STotal " + bar + " Actual " + bar,
+    rows = [rule, " SRC\\DST " + vbar + vbar.join(" %s " % g for g in gpus) + vbar + " STotal " + vbar + " Actual " + vbar,
             rule]
     for src in gpus:
         cells = ["N/A" if a2a["matrix"][src][d] is None else "%.3f" % a2a["matrix"][src][d] for d in gpus]
         cells += ["%.3f" % a2a["stotal"][src], "%.3f" % a2a["actual"][src]]
-        rows.append(" %s " % src + bar + bar.join(" %s " % c for c in cells) + bar)
-    rows += [rule, " RTotal " + bar + bar.join(" %.3f " % a2a["rtotal"][g] for g in gpus) + bar
-             + " %.3f %s %.3f %s" % (a2a["rtotal_sum"], bar, sum(a2a["actual"].values()), bar), rule,
-             " " * 60 + bar + " CPU Timed: " + bar + " 2671.56 " + bar, "",
+        rows.append(" %s " % src + vbar + vbar.join(" %s " % c for c in cells) + vbar)
+    rows += [rule, " RTotal " + vbar + vbar.join(" %.3f " % a2a["rtotal"][g] for g in gpus) + vbar
+             + " %.3f %s %.3f %s" % (a2a["rtotal_sum"], vbar, sum(a2a["actual"].values()), vbar), rule,
+             " " * 60 + vbar + " CPU Timed: " + vbar + " 2671.56 " + vbar, "",
              "Average   bandwidth (GPU Timed):   51.417 GB/s", "Aggregate bandwidth (GPU Timed): 2879.354 GB/s",
              "Aggregate bandwidth (CPU Timed): 2671.564 GB/s"]
     text = "TransferBench v1.66.00\nGPU-GFX All-To-All benchmark:\n==============================\n" \
@@ -235,7 +235,7 @@ def test_the_newest_box_drawn_tables_read_the_same():
     # config tables: '│' cells, '─┼' borders, unpadded 'Transfer 0', newer executor tokens
     lines = []
     for line in TEXT[CFG].split("\n"):
-        line = re.sub(r"Transfer 0(\d)", r"Transfer \1   ", line.replace("|", bar)).replace("G000:004", "G0:4")
+        line = re.sub(r"Transfer 0(\d)", r"Transfer \1   ", line.replace("|", vbar)).replace("G000:004", "G0:4")
         if line.startswith(" Executor:"):
             lines.append("\u2500" * 18 + "\u253c" + "\u2500" * 14 + "\u253c" + "\u2500" * 12)
         lines.append(line)
@@ -324,7 +324,7 @@ def test_healthcheck_preset_current_and_v151_layouts():
     assert [c["name"] for c in old["checks"]] == ["unidirectional reads from CPU", "unidirectional writes to CPU"]
     assert _one(old, "bandwidth", "unidirectional writes to CPU", gpu="GPU 02") == 40.0
     # cut: the last check without its verdict, or a FAIL listing fewer GPUs than it counts
-    cut = parse(HEALTHCHECK.split("Testing all-to-all")[0] + "Testing all-to-all XGMI copies             ....")
+    cut = parse(HEALTHCHECK.split("Testing all-to-all", maxsplit=1)[0] + "Testing all-to-all XGMI copies             ....")
     assert cut["complete"] is False and cut["passed"] is None and not _values(cut, "pass")
     short = parse(HEALTHCHECK.rsplit(" GPU 05 to GPU 00", 1)[0])
     assert short["complete"] is False
