@@ -23,40 +23,25 @@ from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge i
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from strategies import (  # noqa: E402
-    FIXTURES,
-    assert_measured_value,
-    assert_one_line_refusal,
-    assert_one_line_warnings,
-    bounded,
-    launcher_prefixes,
-    line_text,
-    noise_lines,
-    numbered,
-    prefixed,
-    read_texts,
-    truncated,
-    with_noise,
-    with_token_mutated,
-)
+import strategies as shared  # noqa: E402
 
-TEXTS = read_texts({os.path.basename(p): p
-                    for p in glob.glob(os.path.join(FIXTURES, "acceptance", "babelstream_*.txt"))})
+TEXTS = shared.read_texts({os.path.basename(p): p
+                    for p in glob.glob(os.path.join(shared.FIXTURES, "acceptance", "babelstream_*.txt"))})
 CAPTURES = sorted(TEXTS)
 VIEW = load_knowledge("acceptance")
 CRITERIA = [c for g in ("MI300X", "MI355X", "MI210") for c in criteria_of(VIEW, g) if c["tool"] == "babelstream"]
 
-SETTINGS = bounded(max_examples=50)
+SETTINGS = shared.bounded(max_examples=50)
 
 captures = st.sampled_from(CAPTURES)
-noise = noise_lines([
-        "...", "BabelStream", "Version: 6.0", "Function    MBytes/sec  Min (sec)   Max         Average",
-        "Function    parsecs/s  Min (sec)   Max         Average", "Copy        nan         1 1 1", "Dot 1e999 1 1 1",
-        "Triad 1 2 3", "Nstream     1.0         1.0         1.0         1.0", "Running kernels 0 times",
-        "Array size: 1e3 MB (=x GB)", "Init: 1 s (=2 furlongs)", "Read: x s (=1 MBytes/sec)",
-        "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime,avg_runtime", "Copy,1,2",
-        "Runtime (seconds): nan", "Bandwidth (GB/s):  1", "Bandwidth (PB/s):  1", "Validation failed on a[]. x",
-        "[1,3]<stdout>:Copy 1 1 1 1", " 7: BabelStream", "--------------------------------", "\t\x00\x0b"])
+noise = shared.noise_lines([
+    "...", "BabelStream", "Version: 6.0", "Function    MBytes/sec  Min (sec)   Max         Average",
+    "Function    parsecs/s  Min (sec)   Max         Average", "Copy        nan         1 1 1", "Dot 1e999 1 1 1",
+    "Triad 1 2 3", "Nstream     1.0         1.0         1.0         1.0", "Running kernels 0 times",
+    "Array size: 1e3 MB (=x GB)", "Init: 1 s (=2 furlongs)", "Read: x s (=1 MBytes/sec)",
+    "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime,avg_runtime", "Copy,1,2",
+    "Runtime (seconds): nan", "Bandwidth (GB/s):  1", "Bandwidth (PB/s):  1", "Validation failed on a[]. x",
+    "[1,3]<stdout>:Copy 1 1 1 1", " 7: BabelStream", "--------------------------------", "\t\x00\x0b"])
 
 
 def _check(text, name="capture"):
@@ -64,14 +49,14 @@ def _check(text, name="capture"):
     try:
         result = babelstream.parse(text, name)
     except AcceptanceParseError as err:
-        assert_one_line_refusal(err)
+        shared.assert_one_line_refusal(err)
         return None
     assert result["tool"] == "babelstream" and result["test"] == "stream" and isinstance(result["complete"], bool)
     assert result["measurements"]
-    assert_one_line_warnings(result)
+    shared.assert_one_line_warnings(result)
     for m in result["measurements"]:
         assert m["unit"] in UNITS
-        assert_measured_value(m)
+        shared.assert_measured_value(m)
     for criterion in CRITERIA:
         verdict = judge(criterion, [result])
         assert verdict["status"] in ("pass", "fail", "unknown") and "\n" not in verdict["observed"]
@@ -81,27 +66,27 @@ def _check(text, name="capture"):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    for part in truncated(TEXTS[name], data):
+    for part in shared.truncated(TEXTS[name], data):
         _check(part)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    _check(with_noise(TEXTS[name], data, noise))
+    _check(shared.with_noise(TEXTS[name], data, noise))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
     odd = ["nan", "inf", "-1", "1e308", "MiBytes/sec", "GB/s", "Copy", "Function", "(sec)", "", ",", "BabelStream"]
-    _check(with_token_mutated(TEXTS[name], data, odd, sep=" "))
+    _check(shared.with_token_mutated(TEXTS[name], data, odd, sep=" "))
 
 
 @SETTINGS
-@given(name=captures, prefix=line_text(12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check(prefixed(TEXTS[name], prefix))
+    _check(shared.prefixed(TEXTS[name], prefix))
 
 
 @SETTINGS
@@ -124,14 +109,14 @@ def test_ranks_interleaved_by_mpirun_parse_rank_by_rank(name, ranks, data):
             assert mine == plain["measurements"]
 
 
-prefixes = launcher_prefixes("hip-stream", base=datetime.datetime(2025, 7, 11, 10, 0, 0), bracketed=False)
+prefixes = shared.launcher_prefixes("hip-stream", base=datetime.datetime(2025, 7, 11, 10, 0, 0), bracketed=False)
 _KEYS = ("measurements", "complete", "version", "device_names", "array_size", "num_times", "precision", "format")
 
 
 @SETTINGS
 @given(name=captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_measurements(name, make):
-    result = _check(numbered(TEXTS[name], make), name)
+    result = _check(shared.numbered(TEXTS[name], make), name)
     plain = babelstream.parse(TEXTS[name], name)
     assert result is not None and result["prefixes"]
     assert {k: result[k] for k in _KEYS} == {k: plain[k] for k in _KEYS}

@@ -18,25 +18,10 @@ from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge i
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from strategies import (  # noqa: E402
-    FIXTURES,
-    assert_one_line_refusal,
-    assert_one_line_warnings,
-    bounded,
-    launcher_prefixes,
-    line_text,
-    noise_lines,
-    numbered,
-    prefixed,
-    read_texts,
-    reordered,
-    truncated,
-    with_noise,
-    with_token_mutated,
-)
+import strategies as shared  # noqa: E402
 
-TEXTS = read_texts({os.path.basename(p): p for folder in ("smi", "acceptance")
-                    for p in glob.glob(os.path.join(FIXTURES, folder, "*_perf*.txt"))})
+TEXTS = shared.read_texts({os.path.basename(p): p for folder in ("smi", "acceptance")
+                    for p in glob.glob(os.path.join(shared.FIXTURES, folder, "*_perf*.txt"))})
 CAPTURES = sorted(TEXTS)
 PARSED = {}
 for _name in CAPTURES:
@@ -51,18 +36,19 @@ EXPECTATIONS = {"generations": [{"name": "X", "criteria": [
 
 AMD = load_knowledge("rccl_expectations")
 
-SETTINGS = bounded(max_examples=1000)
+SETTINGS = shared.bounded(max_examples=1000)
 
 captures = st.sampled_from(CAPTURES)
 parsed_captures = st.sampled_from(sorted(PARSED))
 # noise: what log collectors and launchers interleave, and what the parser's own patterns look for
-noise = noise_lines(["#", "# Avg bus bandwidth : ", "# Avg bus bandwidth : nan", "# Out of bounds values : 1 FAILED",
-                     "#  size count type redop root time algbw busbw #wrong", "in-place", "out-of-place in-place",
-                     "0 0 float sum -1 1 1 1 0 1 1 1 0", "8 2 float sum -1 1.0 0.00 0.00 N/A",
-                     "# nThread 1 nGpus 1 minBytes 0 maxBytes 0 step: 0(factor)", "# Testing 2 cycle.",
-                     "host:1:2 [0] NCCL INFO Bootstrap", "gpu-1: Test CUDA failure common.cu:1 'x'",
-                     "#   Rank  0 Pid 1 on h device 0 [0x0c] X", "\x1b[31m# Collective test starting: x\x1b[0m",
-                     "1e308 1e308 float sum -1 inf nan -0 1e400 1 1 1 1", "\t\x00\x0b"])
+noise = shared.noise_lines([
+    "#", "# Avg bus bandwidth : ", "# Avg bus bandwidth : nan", "# Out of bounds values : 1 FAILED",
+    "#  size count type redop root time algbw busbw #wrong", "in-place", "out-of-place in-place",
+    "0 0 float sum -1 1 1 1 0 1 1 1 0", "8 2 float sum -1 1.0 0.00 0.00 N/A",
+    "# nThread 1 nGpus 1 minBytes 0 maxBytes 0 step: 0(factor)", "# Testing 2 cycle.",
+    "host:1:2 [0] NCCL INFO Bootstrap", "gpu-1: Test CUDA failure common.cu:1 'x'",
+    "#   Rank  0 Pid 1 on h device 0 [0x0c] X", "\x1b[31m# Collective test starting: x\x1b[0m",
+    "1e308 1e308 float sum -1 inf nan -0 1e400 1 1 1 1", "\t\x00\x0b"])
 
 
 def _check(text, name="capture"):
@@ -70,10 +56,10 @@ def _check(text, name="capture"):
     try:
         result = parse_perf(text, name)
     except RcclParseError as err:
-        assert_one_line_refusal(err)
+        shared.assert_one_line_refusal(err)
         return None
     assert isinstance(result["rows"], list) and result["rows"]
-    assert_one_line_warnings(result)
+    shared.assert_one_line_warnings(result)
     # the tools' rule: within one cycle of a series (type, op, root) the printed sizes never decrease
     for rows in [result["rows"]] + result["extra_cycles"]:
         last = {}
@@ -95,43 +81,43 @@ def _check(text, name="capture"):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    for part in truncated(TEXTS[name], data):
+    for part in shared.truncated(TEXTS[name], data):
         _check(part)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    _check(with_noise(TEXTS[name], data, noise))
+    _check(shared.with_noise(TEXTS[name], data, noise))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
     odd = ["N/A", "-1", "1e+06", "nan", "inf", "*", "0*", "", "#wrong", "time", "in-place", "1.5", "-0"]
-    _check(with_token_mutated(TEXTS[name], data, odd))
+    _check(shared.with_token_mutated(TEXTS[name], data, odd))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_reordering(name, data):
-    for text in reordered(TEXTS[name], data):
+    for text in shared.reordered(TEXTS[name], data):
         _check(text)
 
 
 @SETTINGS
-@given(name=captures, prefix=line_text(12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check(prefixed(TEXTS[name], prefix))
+    _check(shared.prefixed(TEXTS[name], prefix))
 
 
-prefixes = launcher_prefixes("rccl")
+prefixes = shared.launcher_prefixes("rccl")
 
 
 @SETTINGS
 @given(name=parsed_captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_rows(name, make):
-    result = _check(numbered(TEXTS[name], make), name)
+    result = _check(shared.numbered(TEXTS[name], make), name)
     plain = PARSED[name]
     assert result is not None and result["prefixes"]
     keys = ("rows", "extra_cycles", "avg_busbw", "groups", "n_ranks", "hosts", "params", "out_of_bounds", "complete",

@@ -18,44 +18,29 @@ from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.trans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from strategies import (  # noqa: E402
-    FIXTURES,
-    assert_measured_value,
-    assert_one_line_refusal,
-    assert_one_line_warnings,
-    bounded,
-    launcher_prefixes,
-    line_text,
-    noise_lines,
-    numbered,
-    prefixed,
-    read_texts,
-    truncated,
-    with_noise,
-    with_token_mutated,
-)
+import strategies as shared  # noqa: E402
 
-TEXTS = read_texts({os.path.basename(p): p for p in glob.glob(os.path.join(FIXTURES, "acceptance",
+TEXTS = shared.read_texts({os.path.basename(p): p for p in glob.glob(os.path.join(shared.FIXTURES, "acceptance",
                                                                            "transferbench_*.txt"))},
                    encoding="utf-8")
 CAPTURES = sorted(TEXTS)
 PARSED = {name: parse(TEXTS[name], name) for name in CAPTURES}
 
-SETTINGS = bounded(max_examples=50)
+SETTINGS = shared.bounded(max_examples=50)
 
 captures = st.sampled_from(CAPTURES)
 # noise: what log collectors and launchers interleave, and lines the parser's own patterns look for
-noise = noise_lines([
-        "...", "<SNIP>", "\u2026", "", "\t", "TransferBench v1.62.00", "[ERROR] HIP Error: invalid resource handle",
-        "[WARN] Large BAR is not enabled for GPU 0 in BIOS", "Summary: [1 bytes per Transfer]", "Test 7:",
-        "SRC\\DST GPU 00 STotal Actual", "GPU 00 -> 1.0 2.0", "GPU 00  N/A  nan", "RTotal 1 2 3",
-        "Averages (During UniDir): 1 2 3 4", "CPU->CPU CPU->GPU", "Bytes Per Direction 4096",
-        "Average   bandwidth (GPU Timed):   inf GB/s", "Aggregate bandwidth (CPU Timed): 1e400 GB/s",
-        " Transfer 00  | 1.0 GB/s | 1.0 ms | 4 bytes | G0 -> G0:1 -> G1", " Aggregate (CPU) | x GB/s",
-        "Testing all-to-all XGMI copies ....PASS", " GPU 03: Measured:  40.12 GB/s      Criteria:  45.00 GB/s",
-        " GPU 03: Measured:  1e400 GB/s      Criteria:  45.00 GB/s", "Testing HBM performance [READ] " + "." * 300,
-        " Executor: GPU 00 | 1e400 GB/s | 1.0 ms | 4 bytes | 1e999 GB/s (sum)", "[1,0]<stdout>:Test 9:",
-        "\u2500\u2500\u253c\u2500\u2500", "## a comment", "\x1b[31mTest 1:\x1b[0m"])
+noise = shared.noise_lines([
+    "...", "<SNIP>", "\u2026", "", "\t", "TransferBench v1.62.00", "[ERROR] HIP Error: invalid resource handle",
+    "[WARN] Large BAR is not enabled for GPU 0 in BIOS", "Summary: [1 bytes per Transfer]", "Test 7:",
+    "SRC\\DST GPU 00 STotal Actual", "GPU 00 -> 1.0 2.0", "GPU 00  N/A  nan", "RTotal 1 2 3",
+    "Averages (During UniDir): 1 2 3 4", "CPU->CPU CPU->GPU", "Bytes Per Direction 4096",
+    "Average   bandwidth (GPU Timed):   inf GB/s", "Aggregate bandwidth (CPU Timed): 1e400 GB/s",
+    " Transfer 00  | 1.0 GB/s | 1.0 ms | 4 bytes | G0 -> G0:1 -> G1", " Aggregate (CPU) | x GB/s",
+    "Testing all-to-all XGMI copies ....PASS", " GPU 03: Measured:  40.12 GB/s      Criteria:  45.00 GB/s",
+    " GPU 03: Measured:  1e400 GB/s      Criteria:  45.00 GB/s", "Testing HBM performance [READ] " + "." * 300,
+    " Executor: GPU 00 | 1e400 GB/s | 1.0 ms | 4 bytes | 1e999 GB/s (sum)", "[1,0]<stdout>:Test 9:",
+    "\u2500\u2500\u253c\u2500\u2500", "## a comment", "\x1b[31mTest 1:\x1b[0m"])
 
 
 def _check(text, name="capture"):
@@ -63,17 +48,17 @@ def _check(text, name="capture"):
     try:
         result = parse(text, name)
     except AcceptanceParseError as err:
-        assert_one_line_refusal(err)
+        shared.assert_one_line_refusal(err)
         assert "\r" not in str(err) and str(err).startswith(name + " line ")
         return None
     assert result["tool"] == "transferbench" and result["test"] in ("p2p", "a2a", "config", "healthcheck")
     assert result["measurements"] and isinstance(result["complete"], bool)
     for m in result["measurements"]:
         assert set(m) == {"case", "metric", "unit", "value", "scope"}
-        assert_measured_value(m)
+        shared.assert_measured_value(m)
         if m["unit"] != "bool":
             assert m["unit"] == "GB/s" and m["value"] >= 0
-    assert_one_line_warnings(result)
+    shared.assert_one_line_warnings(result)
     assert detect(text)
     return result
 
@@ -81,37 +66,37 @@ def _check(text, name="capture"):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    for part in truncated(TEXTS[name], data):
+    for part in shared.truncated(TEXTS[name], data):
         _check(part, name)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    _check(with_noise(TEXTS[name], data, noise), name)
+    _check(shared.with_noise(TEXTS[name], data, noise), name)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
     odd = ["N/A", "-1", "1e+06", "nan", "inf", "|", "->", "<->", "", "GB/s", "GPU", "00", "1.5", "-0", "1_0"]
-    _check(with_token_mutated(TEXTS[name], data, odd), name)
+    _check(shared.with_token_mutated(TEXTS[name], data, odd), name)
 
 
 @SETTINGS
-@given(name=captures, prefix=line_text(12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check(prefixed(TEXTS[name], prefix), name)
+    _check(shared.prefixed(TEXTS[name], prefix), name)
 
 
-prefixes = launcher_prefixes("TransferBench")
+prefixes = shared.launcher_prefixes("TransferBench")
 KEYS = ("test", "version", "complete", "measurements")
 
 
 @SETTINGS
 @given(name=captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_measurements(name, make):
-    result = _check(numbered(TEXTS[name], make), name)
+    result = _check(shared.numbered(TEXTS[name], make), name)
     assert result is not None and result["prefixes"]
     assert {k: result[k] for k in KEYS} == {k: PARSED[name][k] for k in KEYS}
 
