@@ -13,14 +13,17 @@ No GPU tool can run here. What runs instead, named as what it is:
 
 import json
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sim_nodes import REPO, play  # noqa: E402
+from sim_nodes import cluster as _cluster  # noqa: E402
+from sim_nodes import put as _put  # noqa: E402
+
 PREFIX = "tt-acc"
 PROFILE = "mi300x-8gpu-2cpu"
 NODES = ["%s-%02d-%s" % (PREFIX, i, PROFILE) for i in range(1, 5)]
@@ -31,28 +34,8 @@ exec python3 /opt/topotune-standin/bench_standin.py --hosts "$(hostname -s)" --f
 """
 
 
-def _docker(*args, data=None):
-    proc = subprocess.run(["docker", *args], input=data, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise AssertionError("docker %s: %s" % (" ".join(args[:3]), proc.stderr))
-    return proc.stdout
-
-
-def _put(node, path, text, mode="0644"):
-    _docker("exec", "-i", node, "sh", "-c", "mkdir -p %s && cat > %s && chmod %s %s" % (
-        os.path.dirname(path), path, mode, path), data=text)
-
-
-def _cluster(*args):
-    subprocess.run([sys.executable, os.path.join(REPO, "sim", "cluster.py"), *args], check=True, capture_output=True,
-                   text=True)
-
-
 def _play(inventory, out, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/topology.yml",
-                           "playbooks/acceptance.yml", "-e", "topotune_report_dir=%s" % out, *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, check=False)
+    return play(inventory, "topotune_report_dir=%s" % out, *args)
 
 
 @pytest.fixture(scope="module")

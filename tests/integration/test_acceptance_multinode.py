@@ -12,13 +12,16 @@ with node 3 falls under 304 GB/s (~278 GB/s) and every run without it passes (~3
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.dirname(sys.executable)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from sim_nodes import REPO, play  # noqa: E402
+from sim_nodes import cluster as _cluster  # noqa: E402
+from sim_nodes import put as _put  # noqa: E402
+
 PREFIX = "tt-mn"
 PROFILE = "mi300x-8gpu-2cpu"
 NODES = ["%s-%02d-%s" % (PREFIX, i, PROFILE) for i in range(1, 5)]
@@ -34,30 +37,10 @@ exec python3 "$S" --hosts "$(hostname -s)" --faults /etc/topotune-standin.json "
 COMMAND = ["all_reduce_perf", "--hosts", "{hosts}", "-g", "{ppn}", "-b", "8", "-e", "8G", "-f", "2"]
 
 
-def _docker(*args, data=None):
-    proc = subprocess.run(["docker", *args], input=data, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise AssertionError("docker %s: %s" % (" ".join(args[:3]), proc.stderr))
-    return proc.stdout
-
-
-def _put(node, path, text, mode="0644"):
-    _docker("exec", "-i", node, "sh", "-c", "mkdir -p %s && cat > %s && chmod %s %s" % (
-        os.path.dirname(path), path, mode, path), data=text)
-
-
-def _cluster(*args):
-    subprocess.run([sys.executable, os.path.join(REPO, "sim", "cluster.py"), *args], check=True, capture_output=True,
-                   text=True)
-
-
 def _play(inventory, out, *args):
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
     extra = {"topotune_report_dir": out, "topotune_acceptance_collective": True,
              "topotune_collective_template": "command", "topotune_collective_command": COMMAND}
-    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/topology.yml",
-                           "playbooks/acceptance.yml", "-e", json.dumps(extra), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, check=False)
+    return play(inventory, json.dumps(extra), *args)
 
 
 @pytest.fixture(scope="module")

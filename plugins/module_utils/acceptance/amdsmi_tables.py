@@ -43,7 +43,7 @@ Public API (standard library only, Python 3.8+):
 import re
 
 from . import prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import AcceptanceParseError, clean_lines, is_cut, last_meaningful, measurement, new_result, shorten
 from .common import refuse as _refuse
 from .criteria import UNITS
 
@@ -146,8 +146,7 @@ def parse_xgmi(text, source="output"):
     result = new_result("amd-smi", "xgmi", source)
     gpus, order, pairs, sentinels, warnings = {}, [], [], [], result["warnings"]
     section, columns, current, cut = None, None, None, False
-    meaningful = [n for n, line in lines if line.strip() and not is_cut(line)]
-    last = meaningful[-1] if meaningful else 0
+    last = last_meaningful(lines)
     pending_rw = None
 
     def gpu(index, bdf):

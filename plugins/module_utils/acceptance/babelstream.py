@@ -39,7 +39,7 @@ Public API (standard library only, Python 3.8+):
 import re
 
 from . import prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten, text_of
 from .common import UnreadableFigure as _Bad
 from .common import finite_number as _num
 
@@ -334,12 +334,8 @@ class _Stream:
 
 class _Parser:
     def __init__(self, text, source):
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        if not isinstance(text, str):
-            raise AcceptanceParseError("%s: expected text, got %s" % (source, type(text).__name__))
         self.source = source
-        lines = clean_lines(text)
+        lines = clean_lines(text_of(text, source))
         patterns = prefixes.learn(lines, _ANCHOR)
         self.prefixes = patterns
         self.lines = []

@@ -56,7 +56,7 @@ import math
 import re
 
 from . import prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
+from .common import AcceptanceParseError, clean_lines, is_cut, last_meaningful, measurement, new_result, options, shorten, split_command
 from .common import refuse as _refuse
 
 TOOLS = {"rocblas": "rocblas-bench", "hipblaslt": "hipblaslt-bench"}
@@ -217,8 +217,7 @@ class _Parser:
     def run(self, text):
         lines = clean_lines(text)
         lines = prefixes.strip_all(lines, prefixes.learn(lines, _anchor))
-        meaningful = [n for n, line in lines if line.strip() and not is_cut(line)]
-        last = meaningful[-1] if meaningful else 0
+        last = last_meaningful(lines)
         for number, line in lines:
             self._line(number, line, number == last)
         if self.pending is not None:

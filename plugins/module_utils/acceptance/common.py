@@ -29,6 +29,11 @@ Public API (standard library only, Python 3.8+):
 ``is_cut(line)``
     True for an author's cut marker in a published excerpt (``...``, ``....``, ``…``, ``<SNIP>``): skipped, and the
     result is then not ``complete`` where the cut could have hidden a figure.
+``last_meaningful(lines)``
+    The number of the last of ``[(number, line)]`` that is neither blank nor a cut marker; 0 when there is none.
+``text_of(text, source)``
+    The output as a ``str``: bytes decoded as UTF-8 (undecodable bytes replaced); anything else refused with
+    ``<source>: expected text, got <type>``.
 ``shorten(line, limit=80)``
     The line as an error message quotes it.
 ``refuse(source, number, line, why)``
@@ -84,6 +89,21 @@ def clean_lines(text):
 def is_cut(line):
     """See the module docstring."""
     return bool(_CUT.match(line))
+
+
+def last_meaningful(lines):
+    """See the module docstring."""
+    meaningful = [n for n, line in lines if line.strip() and not is_cut(line)]
+    return meaningful[-1] if meaningful else 0
+
+
+def text_of(text, source):
+    """See the module docstring."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise AcceptanceParseError("%s: expected text, got %s" % (source, type(text).__name__))
+    return text
 
 
 def shorten(line, limit=80):

@@ -56,7 +56,7 @@ import math
 import re
 
 from . import prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, options, shorten, split_command
+from .common import AcceptanceParseError, clean_lines, is_cut, last_meaningful, measurement, new_result, options, shorten, split_command
 from .common import refuse as _refuse
 
 PROGRAMS = ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat",
@@ -249,8 +249,7 @@ class _Parser:
     def parse(self, text):
         lines = clean_lines(text)
         lines = prefixes.strip_all(lines, prefixes.learn(lines, _anchor))
-        meaningful = [n for n, line in lines if line.strip() and not is_cut(line)]
-        last = meaningful[-1] if meaningful else 0
+        last = last_meaningful(lines)
         for number, line in lines:
             self._line(number, line, number == last)
         return self._finish(lines)

@@ -72,7 +72,7 @@ result lines after it (as the last line it is a cut: ``complete`` False).
 import re
 
 from . import prefixes
-from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten
+from .common import AcceptanceParseError, clean_lines, is_cut, measurement, new_result, shorten, text_of
 from .common import UnreadableFigure as _Bad
 from .common import finite_number as _num
 
@@ -168,12 +168,8 @@ class _Action:
 
 class _Parser:
     def __init__(self, text, source):
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        if not isinstance(text, str):
-            raise AcceptanceParseError("%s: expected text, got %s" % (source, type(text).__name__))
         self.source = source
-        lines = clean_lines(text)
+        lines = clean_lines(text_of(text, source))
         patterns = prefixes.learn(lines, _ANCHOR)
         self.lines = prefixes.strip_all(lines, patterns)
         self.prefixes = patterns

@@ -7,21 +7,21 @@ realistic launcher and log prefixes parse to the same measurements as the plain 
 examples), at most 50 examples per property.
 """
 
-import datetime
-import math
 import os
+import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance import amdsmi_tables, blas_bench, perftest
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.common import AcceptanceParseError
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.criteria import UNITS
-from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-FIXTURES = os.path.join(REPO, "tests", "fixtures", "acceptance")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import strategies as shared  # noqa: E402
+
 FP32_COMMAND = "rocblas-bench -f gemm -r s -m 4000 -n 4000 -k 4000 --lda 4000 --ldb 4000 --ldc 4000 --transposeA N " \
                "--transposeB T"
 HALF_COMMAND = "rocblas-bench -f gemm_strided_batched_ex -m 1024 -n 2048 -k 512 --a_type h --b_type h --c_type s " \
@@ -39,29 +39,23 @@ PARSERS = {
     "amdsmi_metric-pcie__mi300-2gpu-excerpt__amdsmi-changelog.txt": amdsmi_tables.parse,
 }
 CAPTURES = sorted(PARSERS)
-TEXTS = {}
-for _name in CAPTURES:
-    with open(os.path.join(FIXTURES, _name), newline="") as _handle:
-        TEXTS[_name] = _handle.read()
+TEXTS = shared.read_texts({name: os.path.join(shared.FIXTURES, "acceptance", name) for name in CAPTURES})
 PLAIN = {name: PARSERS[name](TEXTS[name], name) for name in CAPTURES}
 
-SETTINGS = settings(derandomize=True, max_examples=50, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = shared.bounded(max_examples=50)
 
 captures = st.sampled_from(CAPTURES)
 # what log collectors and launchers interleave, and what the parsers' own patterns look for
-noise_lines = st.one_of(
-    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=60),
-    st.sampled_from([
-        "...", "<SNIP>", "Winner:", "    --Solution index: 3", "rocBLAS error: out of memory",
-        "transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,rocblas-Gflops,us", "N,T,1,1,1,1,1,0,1,1, nan, inf",
-        "[0]:m,n,k,hipblaslt-Gflops,us", "    1,1,1,-5,0", "$ rocblas-bench -f gemm -r d",
-        "-" * 87, "                    RDMA_Read BW Test", " #bytes     #iterations    BW peak[Gb/sec]",
-        " 65536      1000     1e400     nan    0.1", " local address: LID 0x1 QPN 0x2 PSN 0x3", " GID: 1:2:3",
-        "Completion with error at client", "391.5", "$ ib_write_bw --output=bandwidth -a", " Local results: ",
-        "LINK METRIC TABLE:", "XGMI LINK STATUS:", "GPU LINK PORT STATUS:", " Read   N/A  1 KB",
-        "GPU9   0000:ff:00.0  65535 Gb/s4294967295 Gb/sN/A", "GPU: 3", "    PCIE:", "        WIDTH: 18446744073709551615",
-        "\x1b[31mGPU0\t0000:03:00.0   SELF\x1b[0m", "\t\x00\x0b"]))
+noise = shared.noise_lines([
+    "...", "<SNIP>", "Winner:", "    --Solution index: 3", "rocBLAS error: out of memory",
+    "transA,transB,M,N,K,alpha,lda,beta,ldb,ldc,rocblas-Gflops,us", "N,T,1,1,1,1,1,0,1,1, nan, inf",
+    "[0]:m,n,k,hipblaslt-Gflops,us", "    1,1,1,-5,0", "$ rocblas-bench -f gemm -r d",
+    "-" * 87, "                    RDMA_Read BW Test", " #bytes     #iterations    BW peak[Gb/sec]",
+    " 65536      1000     1e400     nan    0.1", " local address: LID 0x1 QPN 0x2 PSN 0x3", " GID: 1:2:3",
+    "Completion with error at client", "391.5", "$ ib_write_bw --output=bandwidth -a", " Local results: ",
+    "LINK METRIC TABLE:", "XGMI LINK STATUS:", "GPU LINK PORT STATUS:", " Read   N/A  1 KB",
+    "GPU9   0000:ff:00.0  65535 Gb/s4294967295 Gb/sN/A", "GPU: 3", "    PCIE:", "        WIDTH: 18446744073709551615",
+    "\x1b[31mGPU0\t0000:03:00.0   SELF\x1b[0m", "\t\x00\x0b"])
 odd_tokens = ["N/A", "-1", "1e+06", "nan", "inf", "", "X", "U/D", "KB", "Gb/s", "#bytes", "0x10", ",", ":", "1.5"]
 
 
@@ -70,15 +64,15 @@ def _check(name, text):
     try:
         result = PARSERS[name](text, name)
     except AcceptanceParseError as err:
-        assert isinstance(err, TopotuneError) and "\n" not in str(err) and str(err)
+        shared.assert_one_line_refusal(err)
         return None
     assert result["tool"] in ("rocblas-bench", "hipblaslt-bench", "perftest", "amd-smi")
     assert isinstance(result["complete"], bool) and result["source"] == name
-    assert all(isinstance(w, str) and "\n" not in w for w in result["warnings"])
+    shared.assert_one_line_warnings(result)
     for m in result["measurements"]:
         assert set(m) == {"case", "metric", "unit", "value", "scope"} and m["unit"] in UNITS
-        assert isinstance(m["value"], bool) if m["unit"] == "bool" else (
-            isinstance(m["value"], float) and math.isfinite(m["value"]) and m["value"] >= 0)
+        shared.assert_measured_value(m)
+        assert m["unit"] == "bool" or m["value"] >= 0
         assert m["case"] is None or isinstance(m["case"], str)
     return result
 
@@ -86,69 +80,42 @@ def _check(name, text):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    text = TEXTS[name]
-    cut = data.draw(st.integers(0, len(text)))
-    _check(name, text[:cut])
-    _check(name, text[cut:])
+    for part in shared.truncated(TEXTS[name], data):
+        _check(name, part)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    lines = TEXTS[name].split("\n")
-    for _count in range(data.draw(st.integers(1, 4))):
-        lines.insert(data.draw(st.integers(0, len(lines))), data.draw(noise_lines))
-    _check(name, "\n".join(lines))
+    _check(name, shared.with_noise(TEXTS[name], data, noise))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
-    lines = TEXTS[name].split("\n")
-    index = data.draw(st.integers(0, len(lines) - 1))
-    tokens = lines[index].split(" ")
-    position = data.draw(st.integers(0, len(tokens) - 1))
-    tokens[position] = data.draw(st.one_of(st.sampled_from(odd_tokens), st.text(max_size=8)))
-    lines[index] = " ".join(tokens)
-    _check(name, "\n".join(lines))
+    _check(name, shared.with_token_mutated(TEXTS[name], data, odd_tokens, sep=" "))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_reordering(name, data):
-    lines = TEXTS[name].split("\n")
-    _check(name, "\n".join(data.draw(st.permutations(lines))))
-    start = data.draw(st.integers(0, len(lines)))
-    _check(name, "\n".join(lines[start:] + lines[:start]))     # rotated: a log read from the middle
+    for text in shared.reordered(TEXTS[name], data):
+        _check(name, text)
 
 
 @SETTINGS
-@given(name=captures, prefix=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
-                                     max_size=12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check(name, "\n".join(prefix + line for line in TEXTS[name].split("\n")))
+    _check(name, shared.prefixed(TEXTS[name], prefix))
 
 
-_BASE = datetime.datetime(2025, 3, 2, 10, 0, 0)
-hostnames = st.from_regex(r"[a-z]{1,8}[0-9]{0,3}(-[a-z0-9]{1,4})?", fullmatch=True)
-prefixes = st.one_of(
-    st.builds(lambda a, b: lambda n: "[%d,%d]<stdout>:" % (a, b), st.integers(0, 9), st.integers(0, 511)),
-    st.builds(lambda task: lambda n: "%2d: " % task, st.integers(0, 99)),
-    st.builds(lambda host: lambda n: "%s: " % host, hostnames),
-    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(milliseconds=n * step)).strftime(
-        "%Y-%m-%dT%H:%M:%S.%fZ "), st.integers(1, 90000)),
-    st.builds(lambda step, host: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
-        "%b %d %H:%M:%S ") + host + " bench[4242]: ", st.integers(0, 4000), hostnames),
-    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
-        "[%Y-%m-%d %H:%M:%S] [1,0]<stdout>:"), st.integers(0, 4000)),
-)
+prefixes = shared.launcher_prefixes("bench")
 
 
 @SETTINGS
 @given(name=captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_measurements(name, make):
-    text = "\n".join(make(number) + line for number, line in enumerate(TEXTS[name].split("\n")))
-    result = _check(name, text)
+    result = _check(name, shared.numbered(TEXTS[name], make))
     plain = PLAIN[name]
     assert result is not None
     keys = ("tool", "test", "complete", "measurements")

@@ -9,44 +9,39 @@ property).
 
 import datetime
 import glob
-import math
 import os
+import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance import babelstream
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.common import AcceptanceParseError
 from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.criteria import UNITS, criteria_of, judge
-from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PATHS = {os.path.basename(p): p
-         for p in glob.glob(os.path.join(REPO, "tests", "fixtures", "acceptance", "babelstream_*.txt"))}
-CAPTURES = sorted(PATHS)
-TEXTS = {}
-for _name in CAPTURES:
-    with open(PATHS[_name], newline="") as _handle:
-        TEXTS[_name] = _handle.read()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import strategies as shared  # noqa: E402
+
+TEXTS = shared.read_texts({os.path.basename(p): p
+                           for p in glob.glob(os.path.join(shared.FIXTURES, "acceptance", "babelstream_*.txt"))})
+CAPTURES = sorted(TEXTS)
 VIEW = load_knowledge("acceptance")
 CRITERIA = [c for g in ("MI300X", "MI355X", "MI210") for c in criteria_of(VIEW, g) if c["tool"] == "babelstream"]
 
-SETTINGS = settings(derandomize=True, max_examples=50, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = shared.bounded(max_examples=50)
 
 captures = st.sampled_from(CAPTURES)
-noise_lines = st.one_of(
-    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=60),
-    st.sampled_from([
-        "...", "BabelStream", "Version: 6.0", "Function    MBytes/sec  Min (sec)   Max         Average",
-        "Function    parsecs/s  Min (sec)   Max         Average", "Copy        nan         1 1 1", "Dot 1e999 1 1 1",
-        "Triad 1 2 3", "Nstream     1.0         1.0         1.0         1.0", "Running kernels 0 times",
-        "Array size: 1e3 MB (=x GB)", "Init: 1 s (=2 furlongs)", "Read: x s (=1 MBytes/sec)",
-        "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime,avg_runtime", "Copy,1,2",
-        "Runtime (seconds): nan", "Bandwidth (GB/s):  1", "Bandwidth (PB/s):  1", "Validation failed on a[]. x",
-        "[1,3]<stdout>:Copy 1 1 1 1", " 7: BabelStream", "--------------------------------", "\t\x00\x0b"]))
+noise = shared.noise_lines([
+    "...", "BabelStream", "Version: 6.0", "Function    MBytes/sec  Min (sec)   Max         Average",
+    "Function    parsecs/s  Min (sec)   Max         Average", "Copy        nan         1 1 1", "Dot 1e999 1 1 1",
+    "Triad 1 2 3", "Nstream     1.0         1.0         1.0         1.0", "Running kernels 0 times",
+    "Array size: 1e3 MB (=x GB)", "Init: 1 s (=2 furlongs)", "Read: x s (=1 MBytes/sec)",
+    "function,num_times,n_elements,sizeof,max_mbytes_per_sec,min_runtime,max_runtime,avg_runtime", "Copy,1,2",
+    "Runtime (seconds): nan", "Bandwidth (GB/s):  1", "Bandwidth (PB/s):  1", "Validation failed on a[]. x",
+    "[1,3]<stdout>:Copy 1 1 1 1", " 7: BabelStream", "--------------------------------", "\t\x00\x0b"])
 
 
 def _check(text, name="capture"):
@@ -54,16 +49,14 @@ def _check(text, name="capture"):
     try:
         result = babelstream.parse(text, name)
     except AcceptanceParseError as err:
-        assert isinstance(err, TopotuneError) and "\n" not in str(err) and str(err)
+        shared.assert_one_line_refusal(err)
         return None
     assert result["tool"] == "babelstream" and result["test"] == "stream" and isinstance(result["complete"], bool)
-    assert result["measurements"] and all(isinstance(w, str) and "\n" not in w for w in result["warnings"])
+    assert result["measurements"]
+    shared.assert_one_line_warnings(result)
     for m in result["measurements"]:
         assert m["unit"] in UNITS
-        if m["unit"] == "bool":
-            assert isinstance(m["value"], bool)
-        else:
-            assert isinstance(m["value"], float) and math.isfinite(m["value"])
+        shared.assert_measured_value(m)
     for criterion in CRITERIA:
         verdict = judge(criterion, [result])
         assert verdict["status"] in ("pass", "fail", "unknown") and "\n" not in verdict["observed"]
@@ -73,39 +66,27 @@ def _check(text, name="capture"):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    text = TEXTS[name]
-    cut = data.draw(st.integers(0, len(text)))
-    _check(text[:cut])
-    _check(text[cut:])
+    for part in shared.truncated(TEXTS[name], data):
+        _check(part)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    lines = TEXTS[name].split("\n")
-    for _count in range(data.draw(st.integers(1, 4))):
-        lines.insert(data.draw(st.integers(0, len(lines))), data.draw(noise_lines))
-    _check("\n".join(lines))
+    _check(shared.with_noise(TEXTS[name], data, noise))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
-    lines = TEXTS[name].split("\n")
-    index = data.draw(st.integers(0, len(lines) - 1))
-    tokens = lines[index].split(" ")
-    position = data.draw(st.integers(0, len(tokens) - 1))
     odd = ["nan", "inf", "-1", "1e308", "MiBytes/sec", "GB/s", "Copy", "Function", "(sec)", "", ",", "BabelStream"]
-    tokens[position] = data.draw(st.one_of(st.sampled_from(odd), st.text(max_size=8)))
-    lines[index] = " ".join(tokens)
-    _check("\n".join(lines))
+    _check(shared.with_token_mutated(TEXTS[name], data, odd, sep=" "))
 
 
 @SETTINGS
-@given(name=captures, prefix=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
-                                     max_size=12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check("\n".join(prefix + line for line in TEXTS[name].split("\n")))
+    _check(shared.prefixed(TEXTS[name], prefix))
 
 
 @SETTINGS
@@ -128,25 +109,14 @@ def test_ranks_interleaved_by_mpirun_parse_rank_by_rank(name, ranks, data):
             assert mine == plain["measurements"]
 
 
-_BASE = datetime.datetime(2025, 7, 11, 10, 0, 0)
-hostnames = st.from_regex(r"[a-z]{1,8}[0-9]{0,3}(-[a-z0-9]{1,4})?", fullmatch=True)
-prefixes = st.one_of(
-    st.builds(lambda a, b: lambda n: "[%d,%d]<stdout>:" % (a, b), st.integers(0, 9), st.integers(0, 511)),
-    st.builds(lambda task: lambda n: "%2d: " % task, st.integers(0, 99)),
-    st.builds(lambda host: lambda n: "%s: " % host, hostnames),
-    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(milliseconds=n * step)).strftime(
-        "%Y-%m-%dT%H:%M:%S.%fZ "), st.integers(1, 90000)),
-    st.builds(lambda step, host: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
-        "%b %d %H:%M:%S ") + host + " hip-stream[4242]: ", st.integers(0, 4000), hostnames),
-)
+prefixes = shared.launcher_prefixes("hip-stream", base=datetime.datetime(2025, 7, 11, 10, 0, 0), bracketed=False)
 _KEYS = ("measurements", "complete", "version", "device_names", "array_size", "num_times", "precision", "format")
 
 
 @SETTINGS
 @given(name=captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_measurements(name, make):
-    text = "\n".join(make(number) + line for number, line in enumerate(TEXTS[name].split("\n")))
-    result = _check(text, name)
+    result = _check(shared.numbered(TEXTS[name], make), name)
     plain = babelstream.parse(TEXTS[name], name)
     assert result is not None and result["prefixes"]
     assert {k: result[k] for k in _KEYS} == {k: plain[k] for k in _KEYS}

@@ -5,27 +5,24 @@ the project's own (``RcclParseError``, a ``TopotuneError``) with a one-line mess
 log prefixes parse to the same rows as the plain capture. Runs are derandomized (fixed examples) and bounded.
 """
 
-import datetime
 import glob
 import os
+import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import RcclParseError, compare_busbw, parse_perf
-from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-FIXTURES = os.path.join(REPO, "tests", "fixtures")
-PATHS = {os.path.basename(p): p for folder in ("smi", "acceptance")
-         for p in glob.glob(os.path.join(FIXTURES, folder, "*_perf*.txt"))}
-CAPTURES = sorted(PATHS)
-TEXTS = {}
-for _name in CAPTURES:
-    with open(PATHS[_name], newline="") as _handle:
-        TEXTS[_name] = _handle.read()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import strategies as shared  # noqa: E402
+
+TEXTS = shared.read_texts({os.path.basename(p): p for folder in ("smi", "acceptance")
+                           for p in glob.glob(os.path.join(shared.FIXTURES, folder, "*_perf*.txt"))})
+CAPTURES = sorted(TEXTS)
 PARSED = {}
 for _name in CAPTURES:
     try:
@@ -39,21 +36,19 @@ EXPECTATIONS = {"generations": [{"name": "X", "criteria": [
 
 AMD = load_knowledge("rccl_expectations")
 
-SETTINGS = settings(derandomize=True, max_examples=1000, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = shared.bounded(max_examples=1000)
 
 captures = st.sampled_from(CAPTURES)
 parsed_captures = st.sampled_from(sorted(PARSED))
 # noise: what log collectors and launchers interleave, and what the parser's own patterns look for
-noise_lines = st.one_of(
-    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=60),
-    st.sampled_from(["#", "# Avg bus bandwidth : ", "# Avg bus bandwidth : nan", "# Out of bounds values : 1 FAILED",
-                     "#  size count type redop root time algbw busbw #wrong", "in-place", "out-of-place in-place",
-                     "0 0 float sum -1 1 1 1 0 1 1 1 0", "8 2 float sum -1 1.0 0.00 0.00 N/A",
-                     "# nThread 1 nGpus 1 minBytes 0 maxBytes 0 step: 0(factor)", "# Testing 2 cycle.",
-                     "host:1:2 [0] NCCL INFO Bootstrap", "gpu-1: Test CUDA failure common.cu:1 'x'",
-                     "#   Rank  0 Pid 1 on h device 0 [0x0c] X", "\x1b[31m# Collective test starting: x\x1b[0m",
-                     "1e308 1e308 float sum -1 inf nan -0 1e400 1 1 1 1", "\t\x00\x0b"]))
+noise = shared.noise_lines([
+    "#", "# Avg bus bandwidth : ", "# Avg bus bandwidth : nan", "# Out of bounds values : 1 FAILED",
+    "#  size count type redop root time algbw busbw #wrong", "in-place", "out-of-place in-place",
+    "0 0 float sum -1 1 1 1 0 1 1 1 0", "8 2 float sum -1 1.0 0.00 0.00 N/A",
+    "# nThread 1 nGpus 1 minBytes 0 maxBytes 0 step: 0(factor)", "# Testing 2 cycle.",
+    "host:1:2 [0] NCCL INFO Bootstrap", "gpu-1: Test CUDA failure common.cu:1 'x'",
+    "#   Rank  0 Pid 1 on h device 0 [0x0c] X", "\x1b[31m# Collective test starting: x\x1b[0m",
+    "1e308 1e308 float sum -1 inf nan -0 1e400 1 1 1 1", "\t\x00\x0b"])
 
 
 def _check(text, name="capture"):
@@ -61,10 +56,10 @@ def _check(text, name="capture"):
     try:
         result = parse_perf(text, name)
     except RcclParseError as err:
-        assert isinstance(err, TopotuneError) and "\n" not in str(err) and str(err)
+        shared.assert_one_line_refusal(err)
         return None
     assert isinstance(result["rows"], list) and result["rows"]
-    assert all(isinstance(w, str) and "\n" not in w for w in result["warnings"])
+    shared.assert_one_line_warnings(result)
     # the tools' rule: within one cycle of a series (type, op, root) the printed sizes never decrease
     for rows in [result["rows"]] + result["extra_cycles"]:
         last = {}
@@ -86,71 +81,43 @@ def _check(text, name="capture"):
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_truncation_anywhere(name, data):
-    text = TEXTS[name]
-    cut = data.draw(st.integers(0, len(text)))
-    _check(text[:cut])
-    _check(text[cut:])
+    for part in shared.truncated(TEXTS[name], data):
+        _check(part)
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_line_noise(name, data):
-    lines = TEXTS[name].split("\n")
-    for _count in range(data.draw(st.integers(1, 4))):
-        lines.insert(data.draw(st.integers(0, len(lines))), data.draw(noise_lines))
-    _check("\n".join(lines))
+    _check(shared.with_noise(TEXTS[name], data, noise))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_token_mutation(name, data):
-    lines = TEXTS[name].split("\n")
-    index = data.draw(st.integers(0, len(lines) - 1))
-    tokens = lines[index].split()
-    if tokens:
-        position = data.draw(st.integers(0, len(tokens) - 1))
-        odd = ["N/A", "-1", "1e+06", "nan", "inf", "*", "0*", "", "#wrong", "time", "in-place", "1.5", "-0"]
-        tokens[position] = data.draw(st.one_of(st.sampled_from(odd), st.text(max_size=8)))
-        lines[index] = " ".join(tokens)
-    _check("\n".join(lines))
+    odd = ["N/A", "-1", "1e+06", "nan", "inf", "*", "0*", "", "#wrong", "time", "in-place", "1.5", "-0"]
+    _check(shared.with_token_mutated(TEXTS[name], data, odd))
 
 
 @SETTINGS
 @given(name=captures, data=st.data())
 def test_reordering(name, data):
-    lines = TEXTS[name].split("\n")
-    _check("\n".join(data.draw(st.permutations(lines))))
-    start = data.draw(st.integers(0, len(lines)))
-    _check("\n".join(lines[start:] + lines[:start]))      # rotated: a log read from the middle
+    for text in shared.reordered(TEXTS[name], data):
+        _check(text)
 
 
 @SETTINGS
-@given(name=captures, prefix=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
-                                     max_size=12))
+@given(name=captures, prefix=shared.line_text(12))
 def test_any_prefix(name, prefix):
-    _check("\n".join(prefix + line for line in TEXTS[name].split("\n")))
+    _check(shared.prefixed(TEXTS[name], prefix))
 
 
-_BASE = datetime.datetime(2025, 3, 2, 10, 0, 0)
-hostnames = st.from_regex(r"[a-z]{1,8}[0-9]{0,3}(-[a-z0-9]{1,4})?", fullmatch=True)
-prefixes = st.one_of(
-    st.builds(lambda a, b: lambda n: "[%d,%d]<stdout>:" % (a, b), st.integers(0, 9), st.integers(0, 511)),
-    st.builds(lambda task: lambda n: "%2d: " % task, st.integers(0, 99)),
-    st.builds(lambda host: lambda n: "%s: " % host, hostnames),
-    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(milliseconds=n * step)).strftime(
-        "%Y-%m-%dT%H:%M:%S.%fZ "), st.integers(1, 90000)),
-    st.builds(lambda step, host: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
-        "%b %d %H:%M:%S ") + host + " rccl[4242]: ", st.integers(0, 4000), hostnames),
-    st.builds(lambda step: lambda n: (_BASE + datetime.timedelta(seconds=n * step)).strftime(
-        "[%Y-%m-%d %H:%M:%S] [1,0]<stdout>:"), st.integers(0, 4000)),
-)
+prefixes = shared.launcher_prefixes("rccl")
 
 
 @SETTINGS
 @given(name=parsed_captures, make=prefixes)
 def test_launcher_and_log_prefixes_parse_to_the_same_rows(name, make):
-    text = "\n".join(make(number) + line for number, line in enumerate(TEXTS[name].split("\n")))
-    result = _check(text, name)
+    result = _check(shared.numbered(TEXTS[name], make), name)
     plain = PARSED[name]
     assert result is not None and result["prefixes"]
     keys = ("rows", "extra_cycles", "avg_busbw", "groups", "n_ranks", "hosts", "params", "out_of_bounds", "complete",
