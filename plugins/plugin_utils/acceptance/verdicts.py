@@ -8,14 +8,15 @@ compare_busbw``): one table of acceptance numbers, the generation cards.
 ``SCHEMA_VERSION``
     The version of the per-node report (``acceptance/<host>.json``).
 ``plan_runs(knowledge, identity, outputs=None)``
-    The module's run specs (``module_utils/acceptance/run.py run_spec``) the criteria of the node's generation
-    (``identity``: the topology model's) need, ``{generation}`` and ``{product}`` in a run's ``argv`` replaced by the
-    node's; each saved output of ``outputs`` (``{run id: path on the node}``) in place of its run. Raises ``AcceptanceError`` naming an id
-    of ``outputs`` that is no run, with the ids there are.
+    The module's run specs (``module_utils/acceptance/run.py run_spec``): one per distinct AMD command among the
+    criteria of the node's generation (``identity``: the topology model's), run as ``knowledge/acceptance.yml``
+    ``tools`` says (binary, directories, files, options left out); each saved output of ``outputs`` (``{run id: path
+    on the node}``) in place of its run. Raises ``AcceptanceError`` naming an id of ``outputs`` that is no run of the
+    generation, with the ids there are.
 ``node_report(host, identity, records, knowledge)``
-    The node's report: ``{"schema_version", "host", "generation", "product", "runs": [record without the parsed result's bulk],
-    "verdicts": [criteria.judge shape, plus "class_median", "margin_vs_median_pct"], "summary": {pass, warn, fail,
-    unknown}}``. A criterion whose run did not parse is ``unknown`` with the run's reason (the tool is missing, the
+    The node's report: ``{"schema_version", "host", "generation", "product", "runs": [record without the parsed
+    result's bulk], "verdicts": [criteria.judge shape, plus "class_median", "margin_vs_median_pct"], "summary":
+    {pass, warn, fail, unknown}}``. A criterion whose run did not parse is ``unknown`` with the run's reason (the tool is missing, the
     output holds nothing readable, check mode); the RCCL criterion's verdict is ``compare_busbw``'s (``ok`` pass,
     ``warn`` warn, ``below``/``failed`` fail).
 ``cluster(reports, classes, dip_pct=5.0)``
