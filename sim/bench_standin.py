@@ -15,7 +15,8 @@ Standard library only: it runs inside a simulated node and on the controller.
     python3 sim/bench_standin.py --hosts n01,n02,n03 --slow n02=0.5 --fail n03 --explain
 
 Importable: ``render(hosts, ...) -> (text, exit code)``, ``run_model(hosts, ...)`` (the figures without the text),
-``load_faults(path)``, ``parse_size(text)``, ``GENERATIONS``.
+``load_faults(path)``, ``parse_size(text)``, ``GENERATIONS``; ``render_a2a(host, ...)`` for its TransferBench mode
+(``bench_standin.py transferbench a2a --hosts HOST``: TransferBench's ``a2a`` output of one node, ``A2A_PAIR_GBS``).
 
 The model (plain on purpose; figures marked illustrative are no measurement):
 
@@ -370,7 +371,66 @@ def _parser():
     return parser
 
 
+# TransferBench a2a: the average GPU-to-GPU pair bandwidth (GB/s) a node of each generation shows (illustrative
+# of a healthy node, from published output: MI300X the example of AMD's MI300X acceptance guide,
+# ROCm/system-acceptance-docs docs/mi300x/performance-bench.rst at b754ce7, "Average bandwidth 35.776"; MI355X the
+# MI350X capture tests/fixtures/acceptance/transferbench_a2a__mi350x-8gpu__mhilgema-ihc.txt, 51.417)
+A2A_PAIR_GBS = {"mi300x": 35.776, "mi355x": 51.417}
+
+
+def render_a2a(host, generation="mi300x", faults=None, seed=0, gpus=8):
+    """TransferBench ``a2a`` output (the current ``Summary: [...]`` layout of the MI350X capture) for one node: every
+    GPU pair at the generation's pair bandwidth, a deterministic jitter under 1 %, times the host's slow factor."""
+    if generation not in A2A_PAIR_GBS:
+        raise StandinError("no TransferBench a2a figure is modelled for %s (known: %s)" % (
+            generation, ", ".join(sorted(A2A_PAIR_GBS))))
+    slow = float(((faults or {}).get(host) or {}).get("slow") or 1.0)
+    rng = random.Random(zlib.crc32(("%s/%d" % (host, seed)).encode()))
+    cells = [[None if i == j else A2A_PAIR_GBS[generation] * slow * (1 + rng.uniform(-0.01, 0.01))
+              for j in range(gpus)] for i in range(gpus)]
+    stotal = [sum(c for c in row if c is not None) for row in cells]
+    rtotal = [sum(cells[i][j] for i in range(gpus) if i != j) for j in range(gpus)]
+    actual = [t * 0.988 for t in stotal]
+    pairs = [c for row in cells for c in row if c is not None]
+    out = ["TransferBench a2a", "Summary: [268435456 bytes per Transfer] [GFX:8] [1 Read(s) 1 Write(s)]", "=" * 75,
+           "SRC\\DST  " + "".join("GPU %02d     " % j for j in range(gpus)) + "   STotal      Actual"]
+    for i, row in enumerate(cells):
+        out.append("GPU %02d " % i + "".join("%10s " % ("N/A" if c is None else "%.3f" % c) for c in row)
+                   + "   %10.3f  %10.3f" % (stotal[i], actual[i]))
+    out += ["", "RTotal " + "".join("%10.3f " % t for t in rtotal) + "   %10.3f  %10.3f  %10.3f" % (
+        sum(stotal), min(actual), max(actual)), "",
+        "Average   bandwidth (GPU Timed): %8.3f GB/s" % (sum(pairs) / len(pairs)),
+        "Aggregate bandwidth (GPU Timed): %8.3f GB/s" % sum(stotal),
+        "Aggregate bandwidth (CPU Timed): %8.3f GB/s" % (sum(stotal) * 0.928),
+        "# STAND-IN SIMULATOR (topotune sim/bench_standin.py): not TransferBench, no GPU ran"]
+    return "\n".join(out) + "\n"
+
+
+def main_transferbench(argv):
+    """``bench_standin.py transferbench a2a --hosts HOST [--generation G] [--faults FILE] [--seed N]``."""
+    parser = argparse.ArgumentParser(prog="bench_standin.py transferbench",
+                                     description="STAND-IN SIMULATOR of TransferBench a2a (topotune sim/): not "
+                                                 "TransferBench, no GPU runs.")
+    parser.add_argument("test", choices=["a2a"])
+    parser.add_argument("--hosts", required=True, help="the node's name (the first of a comma list)")
+    parser.add_argument("--generation", default="mi300x", choices=sorted(A2A_PAIR_GBS))
+    parser.add_argument("--faults", help="JSON fault file: {HOST: {\"slow\": FACTOR}}")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        faults = load_faults(args.faults) if args.faults else {}
+        text = render_a2a(args.hosts.split(",")[0], args.generation, faults, args.seed)
+    except (StandinError, OSError, ValueError) as err:
+        print("bench_standin.py (stand-in simulator): %s" % err, file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["transferbench"]:
+        return main_transferbench(argv[1:])
     args = _parser().parse_args(argv)
     try:
         hosts = [h for h in (args.hosts or "").split(",") if h] if args.hosts else read_hostfile(args.hostfile)

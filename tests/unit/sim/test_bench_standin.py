@@ -206,3 +206,24 @@ def test_cli_flags_and_explain():
     assert "stand-in" in figures["simulator"]
     out = _cli("--hosts", "n01,n02", "--slow", "n02=fast")
     assert out.returncode == 2 and "stand-in simulator" in out.stderr
+
+
+def test_transferbench_a2a_mode_prints_what_the_transferbench_parser_reads():
+    """The stand-in's TransferBench mode (a2a only): the current layout of the real MI350X capture, every pair at
+    the generation's published average, a slow host's pairs times its factor; named as the simulator it is."""
+    from ansible_collections.topotune.instinct.plugins.module_utils.acceptance import transferbench
+
+    healthy = transferbench.parse(standin.render_a2a("n1", "mi300x"), "standin")
+    average = next(m["value"] for m in healthy["measurements"] if m["metric"] == "avg_bandwidth")
+    assert healthy["complete"] and healthy["test"] == "a2a" and abs(average - 35.776) < 0.36
+    assert len([m for m in healthy["measurements"] if m["metric"] == "bandwidth"]) == 56
+    slow = transferbench.parse(standin.render_a2a("n1", "mi300x", {"n1": {"slow": 0.5}}), "standin")
+    assert abs(next(m["value"] for m in slow["measurements"] if m["metric"] == "avg_bandwidth") - average / 2) < 0.01
+    run = subprocess.run([sys.executable, SCRIPT, "transferbench", "a2a", "--hosts", "n1", "--generation", "mi355x"],
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0 and "STAND-IN SIMULATOR" in run.stdout and transferbench.detect(run.stdout)
+    refused = subprocess.run([sys.executable, SCRIPT, "transferbench", "p2p", "--hosts", "n1"], capture_output=True,
+                             text=True, check=False)
+    assert refused.returncode == 2 and "a2a" in refused.stderr
+    with pytest.raises(standin.StandinError, match="no TransferBench a2a figure is modelled for mi210"):
+        standin.render_a2a("n1", "mi210")
