@@ -14,6 +14,12 @@ Standard library only: it runs inside a simulated node and on the controller.
     python3 sim/bench_standin.py --hostfile hosts.txt --faults faults.json
     python3 sim/bench_standin.py --hosts n01,n02,n03 --slow n02=0.5 --fail n03 --explain
 
+Launched as ranks (one process per GPU under ``mpirun`` or ``srun``, ``-g 1``, no ``--hosts``): each rank records
+where it runs (its host, its GPU: ``TOPOTUNE_GPU`` from topotune-bind, else its local rank; the CPUs the kernel lets
+it run on, ``sched_getaffinity``) in a rendezvous directory of the job (``/tmp/topotune-standin-<job id>``: ranks on
+one node only), and rank 0 prints the run, as rccl-tests' rank 0 does. Without ``--hosts`` and outside a launcher it
+runs as one process on this host (``all_reduce_perf -b 8 -e 8G -f 2 -g 8``).
+
 Importable: ``render(hosts, ...) -> (text, exit code)``, ``run_model(hosts, ...)`` (the figures without the text),
 ``load_faults(path)``, ``parse_size(text)``, ``GENERATIONS``; ``render_a2a(host, ...)`` for its TransferBench mode
 (``bench_standin.py transferbench a2a --hosts HOST``: TransferBench's ``a2a`` output of one node, ``A2A_PAIR_GBS``).
@@ -32,6 +38,14 @@ The model (plain on purpose; figures marked illustrative are no measurement):
   and 250 us + 50 us per doubling of hosts across nodes (illustrative; the 2-node capture's small messages take
   ~300 us); algbw = S / time, busbw = algbw * 2(n-1)/n (rccl-tests' all_reduce factor); out-of-place and in-place
   differ by a deterministic jitter under 0.5 % (``--seed``);
+* the binding model (rank mode, read from the simulated node's tree, ``--sysroot``, default ``/sim``): a rank runs at
+  ``1 - CROSS_NUMA_PENALTY * remote`` of the host's bandwidth, ``remote`` the share of its CPUs outside its GPU's NUMA
+  node (``sys/devices/system/node/node*/cpulist``; GPU *i* is the *i*-th AMD display function by PCI address, its
+  ``numa_node``), and the run at the pace of its worst rank. ``CROSS_NUMA_PENALTY`` 0.40 is the source article's
+  all_reduce 187 ms unbound -> 112 ms NUMA-bound (112/187 = 0.60; illustrative: one measurement on 8x MI250); memory
+  placement is not modelled. A rank on a CPU whose ``cpufreq/scaling_governor`` is not ``performance`` adds
+  ``GOVERNOR_LATENCY`` (x1.5, illustrative) to the per-message latency: small messages slow down, large ones barely.
+  Without the tree both factors are 1;
 * faults (``--faults`` JSON ``{"host": {...}}``, or ``{"hosts": {...}}``, and the flags): ``slow`` (a factor on the
   host's bandwidth: a degraded link or NIC), ``fail`` (``nic``: the run aborts, at the first size from ``at`` bytes
   (default 1 MiB), when it spans nodes, with the NCCL WARN line, rccl-tests' ``Test NCCL failure`` and
@@ -42,13 +56,26 @@ The model (plain on purpose; figures marked illustrative are no measurement):
 """
 
 import argparse
+import glob
 import json
 import math
+import os
 import random
+import socket
 import sys
+import tempfile
+import time
 import zlib
 
 NET_EFFICIENCY = 0.78
+CROSS_NUMA_PENALTY = 0.40
+GOVERNOR_LATENCY = 1.5
+RENDEZVOUS_SECONDS = 60
+# the launchers' rank variables: (world size, rank, local rank, job id), Open MPI then PMI then Slurm
+_RANK_ENV = (("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+              ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid")),
+             ("PMI_SIZE", "PMI_RANK", "MPI_LOCALRANKID", ("PMI_ID", "PMIX_NAMESPACE")),
+             ("SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", ("SLURM_JOB_ID",)))
 STANDIN_VERSION = "standin-sim"
 # single-node all_reduce busbw plateau (GB/s), NICs per node and their rate (Gb/s), device name, GPU bus ids
 GENERATIONS = {
@@ -247,8 +274,11 @@ def _mpi_abort(rank):
 
 
 def render(hosts, gpus_per_host=8, min_bytes=8, max_bytes=8 << 30, factor=2, increment=0, generation="mi300x",
-           faults=None, model=None, seed=0, iters=20, warmup=5):
-    """``(text, exit code)``: what all_reduce_perf would print for a run over ``hosts`` under the model and faults."""
+           faults=None, model=None, seed=0, iters=20, warmup=5, latency_factor=1.0, devices=None, process_gpus=1):
+    """``(text, exit code)``: what all_reduce_perf would print for a run over ``hosts`` under the model and faults.
+    ``latency_factor`` multiplies the per-message latency (the governor model); ``devices`` the device index of each
+    rank of a host (default 0..gpus_per_host-1); ``process_gpus`` the GPUs each process drives (``-g``: the header's
+    ``nGpus``; 1 for one process per GPU)."""
     hosts = [str(h) for h in hosts]
     if gpus_per_host < 1:
         raise StandinError("GPUs per host must be at least 1")
@@ -271,18 +301,18 @@ def render(hosts, gpus_per_host=8, min_bytes=8, max_bytes=8 << 30, factor=2, inc
     n = figures["ranks"]
     lines = ["# STAND-IN SIMULATOR (topotune sim/bench_standin.py): not rccl-tests; no GPU ran; figures from a model "
              "of the nodes' links",
-             "# nThread 1 nGpus 1 minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 "
-             "validation: 1 graph: 0" % (min_bytes, max_bytes, "%d(factor)" % factor if factor > 1
+             "# nThread 1 nGpus %d minBytes %d maxBytes %d step: %s warmup iters: %d iters: %d agg iters: 1 "
+             "validation: 1 graph: 0" % (process_gpus, min_bytes, max_bytes, "%d(factor)" % factor if factor > 1
                                          else "%d(bytes)" % increment, warmup, iters),
              "#",
              "rccl-tests: Version %s" % STANDIN_VERSION,
              "# Using devices"]
     for index, host in enumerate(hosts):
         spec = GENERATIONS[figures["hosts"][host]["generation"]]
-        for device in range(gpus_per_host):
+        for local, device in enumerate(devices or range(gpus_per_host)):
             bus = spec["bus_ids"][device % len(spec["bus_ids"])]
             lines.append("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s" % (
-                index * gpus_per_host + device, 0, _pid(host, device), host, device, bus, spec["device"]))
+                index * gpus_per_host + local, 0, _pid(host, device), host, device, bus, spec["device"]))
     lines += ["RCCL version : simulated (stand-in, no RCCL)",
               "HIP version  : simulated",
               "ROCm version : simulated",
@@ -309,7 +339,7 @@ def render(hosts, gpus_per_host=8, min_bytes=8, max_bytes=8 << 30, factor=2, inc
         cells = []
         for _group in ("out_of_place", "in_place"):
             moved = size * (bus_factor if n > 1 else 1.0)
-            time_us = figures["latency_us"] + moved / (plateau * 1e3)
+            time_us = figures["latency_us"] * latency_factor + moved / (plateau * 1e3)
             time_us *= 1.0 + rng.uniform(-0.005, 0.005)
             algbw = size / (time_us * 1e3)
             busbw = algbw * bus_factor
@@ -323,6 +353,135 @@ def render(hosts, gpus_per_host=8, min_bytes=8, max_bytes=8 << 30, factor=2, inc
               "# Avg bus bandwidth    : %g " % (sum(busbws) / len(busbws) if busbws else 0.0),
               "#", ""]
     return text + "".join(r + "\n" for r in rows) + "\n".join(footer) + "\n", 1 if wrong_total else 0
+
+
+# --- rank mode: one process per GPU under a launcher, the binding and governor models --------------------------------
+
+def _cpulist(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _sep, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def node_model(sysroot):
+    """What the models read from a simulated node's tree: ``{"gpu_numa": [node per GPU], "cpu_node": {cpu: node},
+    "governor": {cpu: name}}`` (empty when the tree is absent)."""
+    cpu_node = {}
+    for path in glob.glob(os.path.join(sysroot, "sys/devices/system/node/node[0-9]*/cpulist")):
+        node = int(os.path.basename(os.path.dirname(path))[4:])
+        for cpu in _cpulist(_read(path) or ""):
+            cpu_node[cpu] = node
+    gpus = []
+    for dev in sorted(glob.glob(os.path.join(sysroot, "sys/bus/pci/devices/*"))):
+        if _read(os.path.join(dev, "vendor")) == "0x1002" and (_read(os.path.join(dev, "class")) or "").startswith(
+                ("0x0380", "0x0300", "0x1200")):
+            numa = _read(os.path.join(dev, "numa_node"))
+            gpus.append(int(numa) if numa not in (None, "") else -1)
+    governor = {}
+    for path in glob.glob(os.path.join(sysroot, "sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor")):
+        governor[int(path.split("/cpu")[-2].rsplit("cpu", 1)[-1])] = _read(path)
+    return {"gpu_numa": gpus, "cpu_node": cpu_node, "governor": governor}
+
+
+def rank_factors(ranks, model):
+    """``(bandwidth factor, latency factor, why)`` of a run whose ranks (``{"gpu", "cpus"}`` each) ran on a node
+    described by ``model`` (``node_model``): the worst rank's share of CPUs outside its GPU's NUMA node, and whether any
+    rank's CPUs run under another governor than ``performance``."""
+    worst, why = 1.0, []
+    for rank in ranks:
+        gpu, cpus = rank["gpu"], rank["cpus"]
+        numa = model["gpu_numa"][gpu % len(model["gpu_numa"])] if model["gpu_numa"] else -1
+        known = [c for c in cpus if c in model["cpu_node"]]
+        if numa < 0 or not known:
+            continue
+        remote = sum(1 for c in known if model["cpu_node"][c] != numa) / len(known)
+        factor = 1.0 - CROSS_NUMA_PENALTY * remote
+        if factor < worst:
+            worst = factor
+            why = ["rank %d: GPU %d on NUMA node %d, %d of its %d CPUs elsewhere" % (
+                rank["rank"], gpu, numa, round(remote * len(known)), len(known))]
+    slow_governors = sorted({model["governor"][c] for r in ranks for c in r["cpus"]
+                             if model["governor"].get(c) not in (None, "performance")})
+    latency = GOVERNOR_LATENCY if slow_governors else 1.0
+    if slow_governors:
+        why.append("governor %s on the ranks' CPUs" % ", ".join(slow_governors))
+    return round(worst, 4), latency, why
+
+
+def launcher_rank(environ=None):
+    """``{"size", "rank", "local_rank", "job"}`` when this process is one rank of several under a launcher, else None."""
+    environ = os.environ if environ is None else environ
+    for size_var, rank_var, local_var, job_vars in _RANK_ENV:
+        if environ.get(size_var, "").isdigit() and int(environ[size_var]) > 1 and environ.get(rank_var, "").isdigit():
+            job = next((environ[v] for v in job_vars if environ.get(v)), None)
+            if job is None:
+                raise StandinError("rank mode needs the launcher's job id (%s)" % ", ".join(job_vars))
+            if size_var == "SLURM_NTASKS":
+                job += "." + environ.get("SLURM_STEP_ID", "0")
+            rank = int(environ[rank_var])
+            return {"size": int(environ[size_var]), "rank": rank, "job": job,
+                    "local_rank": int(environ.get(local_var) or rank)}
+    return None
+
+
+def rendezvous(me, record, directory=None, timeout=RENDEZVOUS_SECONDS):
+    """Write this rank's ``record``; rank 0 waits for every rank's and returns them in rank order (others: None)."""
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in me["job"])
+    directory = directory or os.path.join(tempfile.gettempdir(), "topotune-standin-%s" % safe)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "rank-%05d.json" % me["rank"])
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    os.replace(path + ".tmp", path)
+    if me["rank"] != 0:
+        return None
+    deadline = time.monotonic() + timeout
+    names = ["rank-%05d.json" % r for r in range(me["size"])]
+    while not all(os.path.exists(os.path.join(directory, n)) for n in names):
+        if time.monotonic() > deadline:
+            missing = [r for r, n in enumerate(names) if not os.path.exists(os.path.join(directory, n))]
+            raise StandinError("rank(s) %s did not report within %d s" % (",".join(map(str, missing)), timeout))
+        time.sleep(0.05)
+    ranks = []
+    for name in names:
+        with open(os.path.join(directory, name), encoding="utf-8") as handle:
+            ranks.append(json.load(handle))
+    for name in os.listdir(directory):
+        os.unlink(os.path.join(directory, name))
+    os.rmdir(directory)
+    return ranks
+
+
+def run_as_rank(me, args, faults, model, sysroot):
+    """``(text, code)`` for rank 0 (the whole run), ``("", 0)`` for the others."""
+    gpu = os.environ.get("TOPOTUNE_GPU", "")
+    record = {"rank": me["rank"], "host": socket.gethostname().split(".")[0],
+              "gpu": int(gpu) if gpu.isdigit() else me["local_rank"], "cpus": sorted(os.sched_getaffinity(0))}
+    ranks = rendezvous(me, record)
+    if ranks is None:
+        return "", 0
+    hosts = list(dict.fromkeys(r["host"] for r in ranks))
+    if len(hosts) > 1:
+        raise StandinError("rank mode runs on one node (its rendezvous is a local directory), got %s" % ", ".join(hosts))
+    bandwidth, latency, _why = rank_factors(ranks, node_model(sysroot))
+    host = hosts[0]
+    fault = dict(faults.get(host) or {})
+    fault["slow"] = round(fault.get("slow", 1.0) * bandwidth, 6)
+    faults = dict(faults, **{host: fault})
+    return render([host], len(ranks) * args.gpus_per_host, parse_size(args.minbytes), parse_size(args.maxbytes),
+                  args.stepfactor, parse_size(args.stepbytes), args.generation, faults, model, args.seed, args.iters,
+                  args.warmup_iters, latency, [r["gpu"] for r in ranks])
 
 
 def _pairs(values, what):
@@ -346,8 +505,9 @@ def _parser():
                "  {\"n03\": {\"slow\": 0.5}, \"n07\": {\"fail\": \"nic\", \"at\": \"1M\"}, \"n09\": {\"wrong\": true},\n"
                "   \"n11\": {\"unreachable\": true}}\n"
                "exit: 0; 1 (#wrong values, or the launcher failed); 3 (aborted); 2 (bad arguments)")
-    hosts = parser.add_mutually_exclusive_group(required=True)
-    hosts.add_argument("--hosts", help="comma-separated host names, in rank order")
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", help="comma-separated host names, in rank order (default: this host; under a "
+                                       "launcher, the ranks' hosts)")
     hosts.add_argument("--hostfile", help="Open MPI style hostfile (host [slots=N] per line)")
     parser.add_argument("-g", "--gpus-per-host", type=int, default=8,
                         help="ranks (GPUs) per host, one MPI process each (default 8)")
@@ -368,6 +528,8 @@ def _parser():
     parser.add_argument("--unreachable", action="append", metavar="HOST", help="the launcher cannot reach HOST")
     parser.add_argument("--seed", type=int, default=0, help="seed of the in-place/out-of-place jitter")
     parser.add_argument("--explain", action="store_true", help="print the model's figures (JSON) instead")
+    parser.add_argument("--sysroot", default=os.environ.get("TOPOTUNE_STANDIN_SYSROOT", "/sim"),
+                        help="the simulated node's tree the binding and governor models read (default /sim)")
     return parser
 
 
@@ -433,7 +595,13 @@ def main(argv=None):
         return main_transferbench(argv[1:])
     args = _parser().parse_args(argv)
     try:
-        hosts = [h for h in (args.hosts or "").split(",") if h] if args.hosts else read_hostfile(args.hostfile)
+        me = None if args.hosts or args.hostfile else launcher_rank()
+        if args.hosts:
+            hosts = [h for h in args.hosts.split(",") if h]
+        elif args.hostfile:
+            hosts = read_hostfile(args.hostfile)
+        else:
+            hosts = [socket.gethostname().split(".")[0]]
         faults = load_faults(args.faults) if args.faults else {}
         for host, value in _pairs(args.slow, "--slow").items():
             try:
@@ -456,9 +624,19 @@ def main(argv=None):
             figures["simulator"] = "stand-in (sim/bench_standin.py), not rccl-tests"
             print(json.dumps(figures, indent=2, sort_keys=True))
             return 0
-        text, code = render(hosts, args.gpus_per_host, parse_size(args.minbytes), parse_size(args.maxbytes),
-                            args.stepfactor, parse_size(args.stepbytes), args.generation, faults, model, args.seed,
-                            args.iters, args.warmup_iters)
+        if me is not None:
+            text, code = run_as_rank(me, args, faults, model, args.sysroot)
+        else:
+            bandwidth, latency, _why = (1.0, 1.0, []) if len(hosts) > 1 else rank_factors(
+                [{"rank": 0, "gpu": g, "cpus": sorted(os.sched_getaffinity(0))} for g in range(args.gpus_per_host)],
+                node_model(args.sysroot))
+            if bandwidth < 1.0:
+                fault = faults.setdefault(hosts[0], {})
+                fault["slow"] = round(fault.get("slow", 1.0) * bandwidth, 6)
+            text, code = render(hosts, args.gpus_per_host, parse_size(args.minbytes), parse_size(args.maxbytes),
+                                args.stepfactor, parse_size(args.stepbytes), args.generation, faults, model, args.seed,
+                                args.iters, args.warmup_iters, latency,
+                                process_gpus=1 if args.hosts or args.hostfile else args.gpus_per_host)
     except (StandinError, OSError, ValueError) as err:
         print("bench_standin.py (stand-in simulator): %s" % err, file=sys.stderr)
         return 2

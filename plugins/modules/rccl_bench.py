@@ -81,6 +81,53 @@ options:
       - The knowledge file C(rccl_expectations) (C(lookup('topotune.instinct.knowledge', 'rccl_expectations'))).
         Without it the comparison is V(unknown).
     type: dict
+  plans:
+    description:
+      - The source article's binding comparison. When given, the benchmark runs once per plan, one rank per GPU, through
+        O(launcher), each rank bound by the wrapper O(bind) with a table rendered for that plan (C(none), C(numa),
+        C(l3), as C(launch_templates_cpu_binding) names them; the other launch options from O(launch_options)), and
+        RV(binding) compares them. RV(result) and RV(comparison) are then the run of O(deployed_plan).
+      - Needs O(topology), the wrapper on the node (role C(topotune.instinct.launch_templates)) and a launcher that
+        starts one process per rank (Open MPI's C(mpirun) by default).
+    type: list
+    elements: str
+    choices: [none, numa, l3]
+    default: []
+  launcher:
+    description:
+      - The argv template of a plan run, one word each, no shell (C(knowledge/acceptance.yml) C(collective.templates)).
+        Placeholders C({hostfile}) (written for the run), C({hosts}) (O(launcher_host)), C({np}) and C({ppn}) (the
+        node's GPU count), C({nodes}) (1), C({binary}); the words C({bind}) (O(bind)) and C({export}) (C(-x NAME) for
+        C(TOPOTUNE_LAUNCH_TABLE) and C(TOPOTUNE_GROUP_SIZE)).
+    type: list
+    elements: str
+    default: []
+  launcher_host:
+    description: The name the launcher reaches this node by (C(localhost) for Open MPI on the node; the Slurm node name
+      for C(srun)).
+    type: str
+    default: localhost
+  bind:
+    description: The launch wrapper that binds each rank (written by role C(topotune.instinct.launch_templates)).
+    type: path
+    default: /usr/local/bin/topotune-bind
+  launch_options:
+    description: Options of the launch renderer for the plans' tables (as module M(topotune.instinct.launch_templates)
+      takes them, for example C(reserved_cpus), C(membind)); C(cpu_binding), C(sizes) and C(default_size) are set per
+      plan.
+    type: dict
+    default: {}
+  sysroot:
+    description: Root of the node's hardware tree (C(topotune_sysroot)); the plans' tables look for the render nodes under
+      C(<sysroot>/dev) unless O(launch_options) gives C(dev_dir), as module M(topotune.instinct.launch_templates) does.
+    type: path
+    default: /
+  deployed_plan:
+    description: The plan the node's launch configuration uses (C(launch_templates_cpu_binding)); the comparison says
+      when another plan beats it.
+    type: str
+    choices: [none, numa, l3]
+    default: numa
 extends_documentation_fragment:
   - topotune.instinct.attributes
   - topotune.instinct.attributes.idempotent
@@ -164,12 +211,30 @@ rc:
   returned: when the benchmark ran
   type: int
   sample: 0
+binding:
+  description:
+    - The binding comparison (O(plans)), null without it. C(runs) one per plan, in run order (C(plan), C(cmd), C(rc), C(figures)
+      (in-place busbw and time at 8 GiB or the largest size, C(avg_busbw), per-size figures) or C(error), and
+      C(status) of the AMD criterion); C(comparison) (C(reference), C(deltas) per plan with C(busbw_pct),
+      C(time_pct), C(small_time_pct) and C(verdict) C(better)/C(worse)/C(same)/C(unknown), C(best), C(deployed),
+      C(recommendation)).
+  returned: always
+  type: dict
+  sample: {comparison: {reference: none, best: numa, recommendation: "numa: busbw at 8 GiB +25.0 % over no binding"}}
 """
 
 import os
+import shutil
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.launcher import (
+    build_argv,
+    hostfile_text,
+    needs_hostfile,
+)
+from ansible_collections.topotune.instinct.plugins.module_utils.bench.compare import PLANS, compare_plans, figures
 from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import (
     RcclParseError,
     compare_busbw,
@@ -177,6 +242,8 @@ from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl impor
 )
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.core.process import TIMED_OUT, CommandError, run
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import plan as launch_plan
+from ansible_collections.topotune.instinct.plugins.module_utils.launch.render import render_table
 from ansible_collections.topotune.instinct.plugins.module_utils.topology.identity import by_name, identify, model_identity
 
 _BINARY = "all_reduce_perf"
@@ -203,11 +270,12 @@ class RcclBench:
     def _skip(self, msg):
         # no `rc` key here: Ansible marks any result with a non-zero/None rc as failed
         return {"changed": False, "skipped": True, "msg": msg, "cmd": [], "result": None,
-                "comparison": {"status": "unknown", "reason": msg}}
+                "comparison": {"status": "unknown", "reason": msg}, "binding": None}
 
-    def _run(self, binary):
-        argv = [binary] + [str(a) for a in self.params["arguments"]]
+    def _run(self, binary, argv=None, extra_env=None):
+        argv = argv or [binary] + [str(a) for a in self.params["arguments"]]
         env = {str(k): str(v) for k, v in (self.params["environment"] or {}).items()}
+        env.update(extra_env or {})
         try:
             # AnsibleModule.run_command has no timeout; a hung collective must not block the play forever
             rc, out, err = run(argv, timeout=self.params["timeout"], env=env)
@@ -260,6 +328,76 @@ class RcclBench:
         comparison["generation_from"] = how
         return {"changed": False, "skipped": False, "cmd": [], "result": result, "comparison": comparison}
 
+    def _plan_table(self, plan, gpus, path):
+        """The wrapper's table for ``plan``: the launch renderer's, one group of every GPU (ranks 0..n-1)."""
+        options = dict({"dev_dir": os.path.join(self.params["sysroot"], "dev")}, **(self.params["launch_options"] or {}))
+        options.update(cpu_binding=plan, sizes=[gpus], default_size=gpus)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(render_table(launch_plan(self.params["topology"], options)))
+
+    def _binding(self, binary):
+        """One run per plan through the launcher, each rank bound by the wrapper with the plan's table."""
+        p = self.params
+        if not p["launcher"]:
+            raise TopotuneError("plans need launcher: the argv template of a run (playbook variable "
+                                "topotune_benchmark_launcher, default knowledge/acceptance.yml collective.templates.mpirun)")
+        if not p["topology"] or not (p["topology"].get("gpus") or []):
+            raise TopotuneError("plans need the node's topology model with its GPUs (run playbooks/topology.yml "
+                                "first, in the same ansible-playbook call)")
+        if not (os.path.isfile(p["bind"]) and os.access(p["bind"], os.X_OK)):
+            return self._skip("the binding comparison needs the launch wrapper %s, absent on this node: apply role "
+                              "topotune.instinct.launch_templates (playbooks/site.yml) first" % p["bind"])
+        gpus = len(p["topology"]["gpus"])
+        runs, records, workdir = {}, {}, tempfile.mkdtemp(prefix="topotune-compare.")
+        try:
+            hostfile = None
+            if needs_hostfile(p["launcher"]):
+                hostfile = os.path.join(workdir, "hostfile")
+                with open(hostfile, "w", encoding="utf-8") as handle:
+                    handle.write(hostfile_text([p["launcher_host"]], gpus))
+            for plan in dict.fromkeys(p["plans"]):
+                table = os.path.join(workdir, "%s.table" % plan)
+                self._plan_table(plan, gpus, table)
+                argv = build_argv(p["launcher"], [p["launcher_host"]], gpus, binary, p["bind"], hostfile,
+                                  ("TOPOTUNE_LAUNCH_TABLE", "TOPOTUNE_GROUP_SIZE"))
+                records[plan] = self._plan_run(binary, argv, {"TOPOTUNE_LAUNCH_TABLE": table,
+                                                              "TOPOTUNE_GROUP_SIZE": str(gpus)})
+                runs[plan] = {"figures": records[plan]["figures"]} if records[plan]["figures"] else {
+                    "error": records[plan]["error"]}
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        comparison = compare_plans(runs, p["deployed_plan"])
+        chosen = p["deployed_plan"] if p["deployed_plan"] in records else next(iter(records))
+        out = records[chosen].pop("_out")
+        for record in records.values():
+            record.pop("_out", None)
+        # a list: the plans in run order (JSON reports sort mapping keys)
+        out["binding"] = {"runs": [dict(record, plan=plan) for plan, record in records.items()],
+                          "comparison": comparison}
+        out["msg"] = "binding plans %s: %s" % (", ".join(records), comparison["recommendation"])
+        return out
+
+    def _plan_run(self, binary, argv, env):
+        record = {"cmd": argv, "rc": None, "figures": None, "error": None, "status": "unknown"}
+        try:
+            argv, rc, text, err = self._run(binary, argv, env)
+            record["rc"] = rc
+            out = self._failed_run(argv, rc, text, err) if rc != 0 else self._compare(parse_perf(text, argv[0]))
+            out.pop("failed", None)
+            out["cmd"] = argv
+        except (RcclParseError, TopotuneError) as error:
+            record["error"] = str(error)
+            record["_out"] = {"changed": False, "skipped": False, "cmd": argv, "result": None,
+                              "comparison": {"status": "unknown", "reason": str(error)}}
+            return record
+        record["_out"] = out
+        record["status"] = out["comparison"]["status"]
+        try:
+            record["figures"] = figures(out["result"])
+        except ValueError as error:
+            record["error"] = "%s (rc=%s)" % (error, rc)
+        return record
+
     def run(self):
         p = self.params
         argv, rc = [], None
@@ -278,6 +416,8 @@ class RcclBench:
             if self.module.check_mode and not p["run_in_check_mode"]:
                 return self._skip("check mode: all_reduce_perf (%s) not run; set run_in_check_mode: true to run it"
                                   % binary)
+            if p["plans"]:
+                return self._binding(binary)
             argv, rc, text, err = self._run(binary)
             source = binary
             if rc != 0:
@@ -290,6 +430,7 @@ class RcclBench:
         out["msg"] = "parsed %d rows of %s; avg busbw %s; comparison: %s" % (
             len(result["rows"]), source, avg, out["comparison"]["status"])
         out["cmd"] = argv
+        out["binding"] = None
         if rc is not None:
             out["rc"] = rc
         return out
@@ -308,6 +449,13 @@ def main():
             "topology": {"type": "dict"},
             "gpu_generations": {"type": "dict"},
             "expectations": {"type": "dict"},
+            "plans": {"type": "list", "elements": "str", "choices": list(PLANS), "default": []},
+            "launcher": {"type": "list", "elements": "str", "default": []},
+            "launcher_host": {"type": "str", "default": "localhost"},
+            "bind": {"type": "path", "default": "/usr/local/bin/topotune-bind"},
+            "launch_options": {"type": "dict", "default": {}},
+            "deployed_plan": {"type": "str", "choices": list(PLANS), "default": "numa"},
+            "sysroot": {"type": "path", "default": "/"},
         },
         supports_check_mode=True,
     )

@@ -7,7 +7,7 @@ set -euo pipefail
 image=${TOPOTUNE_NODE_IMAGE:-local/topotune-node:bookworm}
 mirror=${TOPOTUNE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # Bump when the image content changes: an image with another version is rebuilt.
-version=4
+version=5
 have=$(docker image inspect -f '{{ index .Config.Labels "topotune.image.version" }}' "$image" 2>/dev/null || true)
 if [ "${1:-}" != "--force" ] && [ "$have" = "$version" ]; then
   echo "node image $image (version $version) present"
@@ -23,10 +23,12 @@ echo "building $image with debootstrap (about a minute) ..."
 # numactl: the launch wrapper execs it; procps/iproute2: tests inspect the node.
 # slurmctld/slurmd/slurm-client/munge: a one-node Slurm (tests/integration/slurm_node.py); hwloc-nox: lstopo
 # shows what hwloc (Slurm's topology source) reads, e.g. under HWLOC_FSROOT=/sim.
+# openmpi-bin: Open MPI's mpirun launches the benchmark's ranks (knowledge/acceptance.yml collective.templates.mpirun;
+# tests/integration/test_benchmark_compare.py runs the stand-in simulator as each rank under it).
 # faketime: a node whose clock is years off (libfaketime under the node's Python); e2fsprogs: chattr/lsattr for the
 # immutable-file fault (tests/integration/test_node_faults.py).
 debootstrap --variant=minbase \
-  --include=python3,python3-apt,sudo,procps,iproute2,numactl,systemd,systemd-sysv,dbus,munge,slurmd,slurmctld,slurm-client,hwloc-nox,faketime,e2fsprogs \
+  --include=python3,python3-apt,sudo,procps,iproute2,numactl,systemd,systemd-sysv,dbus,munge,slurmd,slurmctld,slurm-client,hwloc-nox,openmpi-bin,faketime,e2fsprogs \
   bookworm "$root" "$mirror" >/var/tmp/topotune-debootstrap.log 2>&1 \
   || { tail -20 /var/tmp/topotune-debootstrap.log
        # the package scripts' own errors (removed with $root on exit)

@@ -4,6 +4,7 @@ and down, and run the topology and acceptance playbooks on them.
     cluster("up", "--prefix", "tt-acc", "--profiles", "mi300x-8gpu-2cpu,mi300x-8gpu-2cpu", "--inventory", path)
     put(node, "/usr/local/bin/all_reduce_perf", script, "0755")     # docker exec; the directory is created
     proc = play(inventory, "topotune_report_dir=/tmp/out", "--check")   # playbooks/topology.yml + acceptance.yml
+    proc = play(inventory, "topotune_report_dir=/tmp/out", playbooks=["playbooks/site.yml"])
     cluster("down", "--prefix", "tt-acc")
 
 ``docker(*args, data=None)`` runs the docker client and returns its output; a failure raises AssertionError with
@@ -36,8 +37,7 @@ def cluster(*args):
                    text=True)
 
 
-def play(inventory, extra_vars, *args):
+def play(inventory, extra_vars, *args, playbooks=("playbooks/topology.yml", "playbooks/acceptance.yml")):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/topology.yml",
-                           "playbooks/acceptance.yml", "-e", extra_vars, *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, check=False)
+    return subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, *playbooks, "-e", extra_vars, *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, check=False)

@@ -1,5 +1,6 @@
-"""Check mode is exact: on fresh simulated nodes of every profile in sim/profiles, `site.yml --check` reports
-`changed` for exactly the (host, task) pairs a real run then changes, and a second real run changes nothing.
+"""Check mode is exact: on fresh simulated nodes of every profile in sim/profiles whose role tasks differ (SAME_TASKS
+names the others and the profile that stands for each), `site.yml --check` reports `changed` for exactly the (host,
+task) pairs a real run then changes, and a second real run changes nothing.
 
 One cluster holds a node of every profile. Three runs of playbooks/site.yml against it: --check, real, real. A
 callback of this test's own records every task result per host (play, task name, check_mode, changed, failed,
@@ -38,7 +39,6 @@ ENFORCE = "topotune.instinct.platform_checks : Fail on check results at or above
 # in check mode the same task says what would fail (its message names the checks), and passes
 WOULD_FAIL = ENFORCE
 EXPECTED = {
-    "cpu16": None,
     "cpu256": None,
     "fault-missing-gpu": (ENFORCE, "pci_accelerators"),
     "fault-numa-minus1": (ENFORCE, "iommu_state"),
@@ -48,12 +48,22 @@ EXPECTED = {
     "mi210-8gpu-2hive": None,
     "mi250x-8gcd": None,
     "mi300x-8gpu-2cpu": None,
-    "mi300x-8gpu-2cpu-minors": None,
     "mi300x-8gpu-cpx": None,
-    "mi300x-8gpu-cpx64": None,
-    "mi300x-8gpu-spx": None,
-    "mi300x-hf-8gpu-spx": None,
-    "mi308x-cpx": None,
+}
+
+# Profiles that differ from one above only in what the roles write into the same files, through the same tasks: the
+# task-by-task claims of this test hold for them by those (each file's content is tested by the roles' unit tests on
+# every profile, and by molecule). Left out of the three site.yml runs to keep the suite within its budget
+# (docs/performance.md, "Suite budget").
+SAME_TASKS = {
+    "cpu16": "cpu256 (the same GPUs; 16 CPUs instead of 256: only the governor's CPU list)",
+    "mi300x-8gpu-spx": "cpu256 (the same GPUs, KFD and PCI; only the CPU count differs)",
+    "mi300x-hf-8gpu-spx": "cpu256 (the same node with the MI300X HF device id)",
+    "mi300x-8gpu-2cpu-minors": "mi300x-8gpu-2cpu (render minors in reverse order: the device lists' content)",
+    "mi300x-8gpu-2cpu-2numa": "mi300x-8gpu-2cpu (two NUMA nodes: the bindings' content)",
+    "mi300x-8gpu-cpx64": "mi300x-8gpu-cpx (64 partitions instead of 63: the groups' and device lists' content)",
+    "mi308x-cpx": "mi300x-8gpu-cpx (MI308X CPX, 32 partitions: the groups' content; its checks are unknown where AMD "
+                  "publishes no criterion, which the checks' unit tests cover)",
 }
 
 # Fault profiles of mi300x-8gpu-spx that change only what the read-only health checks read (config space, AER, replay
@@ -70,7 +80,7 @@ HEALTH_FAULTS = {"fault-acs-enabled", "fault-aer-fatal", "fault-ecc-deferred", "
                  "fault-gpu-busy", "fault-os-unsupported", "fault-driver-error",
                  # two rails' NICs swapped: the NCCL_IB_HCA order of the env files only; rail_consistency in molecule/health
                  "fault-rail-swapped"}
-PROFILES = [profile for profile in ALL_PROFILES if profile not in HEALTH_FAULTS]
+PROFILES = [profile for profile in ALL_PROFILES if profile not in HEALTH_FAULTS and profile not in SAME_TASKS]
 
 # The controller-side report writes that run for real in a check run (docs/drift.md, "Check mode"); the applied
 # launch plan (out/launch/) is not rewritten by a run that applies nothing.
@@ -162,7 +172,8 @@ def _cluster(*args):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The task results of `site.yml --check`, then two real runs, on fresh nodes of every profile."""
-    assert set(EXPECTED) | HEALTH_FAULTS == set(ALL_PROFILES), "state the expected outcome of every profile in EXPECTED"
+    assert set(EXPECTED) | HEALTH_FAULTS | set(SAME_TASKS) == set(ALL_PROFILES), (
+        "state the expected outcome of every profile in EXPECTED, or why it is left out")
     work = tmp_path_factory.mktemp("check")
     inventory = work / "hosts.yml"
     (work / "group_vars").mkdir()

@@ -680,8 +680,57 @@ def _benchmark_view(bench):
             "options": _table(("rank", "option", "cost (USD)", "deploy", "throughput", "latency cut", "recommended",
                                "source"), rows, numeric=(0, 2)) if options else None,
             "notes": [text(n) for n in (advice.get("notes") or []) + (advice.get("warnings") or []) if n]}
-    view["empty"] = not view["skipped"] and not result and not advice
+    view["binding"] = _binding_view(bench.get("binding"))
+    view["baseline"] = _baseline_view(bench.get("baseline"))
+    view["empty"] = not view["skipped"] and not result and not advice and not view["binding"]
     return view
+
+
+_VERDICT_CLS = {"better": "st-pass", "improved": "st-pass", "same": None, "unchanged": None, "worse": "st-fail",
+                "regressed": "st-fail", "recorded": None}
+
+
+def _headline(fig):
+    fig = fig if isinstance(fig, dict) else {}
+    return (fig.get("busbw"), fig.get("time_us"), _size_text(fig.get("size")) if fig.get("size") is not None else "")
+
+
+def _binding_view(binding):
+    """The article's comparison of binding plans (``rccl_bench`` ``binding``): one row per plan."""
+    if not isinstance(binding, dict) or not isinstance(binding.get("runs"), list):
+        return None
+    comparison = binding.get("comparison") if isinstance(binding.get("comparison"), dict) else {}
+    deltas = comparison.get("deltas") if isinstance(comparison.get("deltas"), dict) else {}
+    rows = []
+    for run in binding["runs"]:
+        run = run if isinstance(run, dict) else {}
+        plan = text(run.get("plan"))
+        d = deltas.get(plan) if isinstance(deltas.get(plan), dict) else {}
+        busbw, time_us, size = _headline(run.get("figures"))
+        verdict = "reference" if plan == comparison.get("reference") else d.get("verdict") or ""
+        marks = [w for w, on in (("best", plan == comparison.get("best")),
+                                 ("deployed", plan == comparison.get("deployed"))) if on]
+        rows.append((plan + (" (%s)" % ", ".join(marks) if marks else ""), size, busbw, time_us,
+                     _signed(d.get("busbw_pct")), _signed(d.get("small_time_pct")),
+                     (_VERDICT_CLS.get(verdict), verdict), run.get("error") or d.get("reason") or "",
+                     {"code": " ".join(str(w) for w in run.get("cmd") or [])}))
+    return {"recommendation": text(comparison.get("recommendation")),
+            "table": _table(("plan", "size", "busbw in-place (GB/s)", "time (us)", "busbw vs reference",
+                             "small-message time vs reference", "verdict", "why", "command"), rows,
+                            numeric=(2, 3))}
+
+
+def _baseline_view(baseline):
+    """The run against the node's stored baseline (``benchmark_baseline`` filter)."""
+    if not isinstance(baseline, dict) or not baseline.get("status"):
+        return None
+    stored = baseline.get("baseline") if isinstance(baseline.get("baseline"), dict) else {}
+    d = baseline.get("delta") if isinstance(baseline.get("delta"), dict) else {}
+    status = str(baseline["status"])
+    return {"status": status, "cls": _VERDICT_CLS.get(status), "reason": text(baseline.get("reason")),
+            "recorded_at": text(stored.get("recorded_at")), "stored": bool(baseline.get("stored")),
+            "busbw_pct": _signed(d.get("busbw_pct")), "time_pct": _signed(d.get("time_pct")),
+            "small_time_pct": _signed(d.get("small_time_pct"))}
 
 
 def _signed(value):
@@ -762,6 +811,9 @@ def _overview_row(number, host, sections, status):
         res = bench["data"].get("result") if isinstance(bench["data"].get("result"), dict) else {}
         bench_text = "skipped" if bench["data"].get("skipped") else "%s GB/s peak, %s" % (
             res.get("peak_busbw", "?"), comp.get("status", "unknown"))
+        base = bench["data"].get("baseline") if isinstance(bench["data"].get("baseline"), dict) else {}
+        if base.get("status"):
+            bench_text += ", %s vs baseline" % base["status"]
     else:
         bench_text = bench["state"] if bench["state"] == "unreadable" else "not collected"
     accept = sections["acceptance"]

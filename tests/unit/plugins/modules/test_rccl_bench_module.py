@@ -166,3 +166,104 @@ def test_mi355x_between_amds_two_figures_warns(tmp_path, run_module):
     assert [(b["busbw_gbs"], b["below"]) for b in comparison["bounds"]] == [(304.0, "fail"), (350.0, "warn")]
     assert comparison["bound"]["sources"][0]["document"].endswith("docs/common/rccl-benchmarking.md")
     assert "AMD's documents disagree" in comparison["reason"] and comparison["disagreement"]
+
+
+# --- the binding comparison (plans): the real topotune-bind wrapper and numactl bind each rank ---------------------
+
+# A TEST DOUBLE of Open MPI's mpirun, not MPI: it reads the options of the mpirun template of knowledge/acceptance.yml,
+# starts -np copies of the rest of its argv with the rank variables Open MPI sets, and prints what they print.
+FAKE_MPIRUN = r'''#!%s
+import os, subprocess, sys, uuid
+argv, np = sys.argv[1:], 1
+while argv and argv[0].startswith("-"):
+    option = argv.pop(0)
+    value = argv.pop(0) if option in ("--hostfile", "-np", "--map-by", "--bind-to", "-x") else None
+    if option == "-np":
+        np = int(value)
+job = uuid.uuid4().hex
+procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=dict(
+    os.environ, OMPI_COMM_WORLD_SIZE=str(np), OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_LOCAL_RANK=str(r),
+    PMIX_NAMESPACE=job)) for r in range(np)]
+outs = [p.communicate()[0] for p in procs]
+sys.stdout.write("".join(outs))
+sys.exit(max(p.returncode for p in procs))
+'''
+
+
+@pytest.fixture(scope="module")
+def binding_node(tmp_path_factory):
+    """A simulated node tree per profile, the real wrapper, the stand-in simulator and the mpirun test double."""
+    sys.path.insert(0, os.path.join(REPO, "sim"))
+    import sysroot as simsys  # noqa: E402 - sim/ is not a package
+
+    from ansible_collections.topotune.instinct.plugins.module_utils.topology.discover import load_capture
+
+    base = tmp_path_factory.mktemp("binding")
+    tools = base / "bin"
+    tools.mkdir()
+    (tools / "mpirun").write_text(FAKE_MPIRUN % sys.executable)
+    with open(os.path.join(REPO, "roles", "launch_templates", "files", "topotune-bind"), encoding="utf-8") as handle:
+        (tools / "topotune-bind").write_text(handle.read())
+    # the stand-in simulator of rccl-tests, installed under rccl-tests' name as on the simulated nodes
+    with open(os.path.join(REPO, "sim", "bench_standin.py"), encoding="utf-8") as handle:
+        (tools / "all_reduce_perf").write_text("#!%s\n%s" % (sys.executable, handle.read().split("\n", 1)[1]))
+    for name in ("mpirun", "topotune-bind", "all_reduce_perf"):
+        (tools / name).chmod(0o755)
+    nodes = {}
+    for profile in ("mi300x-8gpu-2cpu-2numa", "mi300x-8gpu-2cpu"):
+        root = base / profile
+        simsys.build(profile, str(root), force=True)
+        nodes[profile] = {"root": str(root), "topology": load_capture(sysroot=str(root))}
+    return {"tools": tools, "nodes": nodes}
+
+
+def _compare_plans(run_module, binding_node, profile, **extra):
+    node = binding_node["nodes"][profile]
+    args = {"rccl_tests_path": str(binding_node["tools"] / "all_reduce_perf"), "plans": ["none", "numa", "l3"],
+            "launcher": [str(binding_node["tools"] / "mpirun")] + _knowledge("acceptance")["collective"]["templates"][
+                "mpirun"]["argv"][1:],
+            "bind": str(binding_node["tools"] / "topotune-bind"), "topology": node["topology"],
+            "sysroot": node["root"],
+            "environment": {"TOPOTUNE_STANDIN_SYSROOT": node["root"]},
+            "expectations": _knowledge("rccl_expectations"), "gpu_generations": _knowledge("gpu_generations")}
+    args.update(extra)
+    return run_module(rccl_bench, **args)
+
+
+def test_plans_bind_each_rank_and_numa_beats_no_binding_across_two_numa_nodes(run_module, binding_node):
+    code, result = _compare_plans(run_module, binding_node, "mi300x-8gpu-2cpu-2numa", deployed_plan="l3")
+    assert code == 0, result.get("msg")
+    runs = {run["plan"]: run for run in result["binding"]["runs"]}
+    assert [run["plan"] for run in result["binding"]["runs"]] == ["none", "numa", "l3"]
+    # the stand-in's cross-NUMA model: an unbound rank (CPUs 0 and 1) has half its CPUs off its GPU's node -> x0.8
+    assert runs["numa"]["figures"]["busbw"] == pytest.approx(runs["none"]["figures"]["busbw"] / 0.8, rel=0.01)
+    assert runs["l3"]["figures"]["busbw"] == runs["numa"]["figures"]["busbw"]
+    comparison = result["binding"]["comparison"]
+    assert (comparison["reference"], comparison["best"], comparison["deployed"]) == ("none", "numa", "l3")
+    assert comparison["deltas"]["numa"]["verdict"] == "better"
+    assert comparison["deltas"]["numa"]["busbw_pct"] == pytest.approx(25.0, abs=0.5)
+    # one rank per GPU through the launcher template; the deployed plan's run is the result AMD's criterion judges
+    assert runs["numa"]["cmd"][:2] == [str(binding_node["tools"] / "mpirun"), "--hostfile"]
+    assert runs["numa"]["cmd"][-8:] == ["-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
+    assert result["result"]["n_ranks"] == 8 and result["comparison"]["generation"] == "MI300X"
+    assert result["comparison"]["status"] == "ok" and result["cmd"] == runs["l3"]["cmd"]
+    assert "numa: busbw at 8 GiB +2" in result["msg"]
+
+
+def test_plans_measure_the_same_on_one_numa_node(run_module, binding_node):
+    code, result = _compare_plans(run_module, binding_node, "mi300x-8gpu-2cpu")
+    assert code == 0, result.get("msg")
+    comparison = result["binding"]["comparison"]
+    assert {d["verdict"] for d in comparison["deltas"].values()} == {"same"}
+    assert comparison["recommendation"].startswith("no plan beats no binding")
+
+
+def test_plans_without_the_wrapper_are_skipped_with_the_fix(run_module, binding_node, tmp_path):
+    code, result = _compare_plans(run_module, binding_node, "mi300x-8gpu-2cpu", bind=str(tmp_path / "absent"))
+    assert code == 0 and result["skipped"] is True
+    assert "topotune.instinct.launch_templates" in result["msg"]
+
+
+def test_plans_without_a_topology_fail_with_the_fix(run_module, binding_node):
+    code, result = _compare_plans(run_module, binding_node, "mi300x-8gpu-2cpu", topology=None)
+    assert code == 1 and "playbooks/topology.yml" in result["msg"]
