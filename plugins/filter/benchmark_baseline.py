@@ -41,7 +41,7 @@ options:
     type: str
     required: true
   keep:
-    description: Keep the stored baseline (a reference run to compare every later run with): no C(record).
+    description: Keep the stored baseline (a reference run to compare every later run with), so C(record) is null.
     type: bool
     default: false
 """
@@ -96,8 +96,9 @@ def benchmark_baseline(run, stored, host, recorded_at, keep=False):
     if unreadable:
         out = {"status": "unknown", "reason": unreadable, "delta": None, "baseline": None}
     else:
-        out = compare_baseline(current, baseline if isinstance(baseline, dict) else ({} if baseline is None else
-                                                                                      {"schema_version": None}))
+        # JSON that is not an object (a list, a number) is no baseline: compared as one of another schema
+        stored_record = baseline if isinstance(baseline, dict) or baseline is None else {"schema_version": None}
+        out = compare_baseline(current, stored_record)
     keepable = unreadable is None and not (baseline and out["status"] == "unknown" and out["delta"] is None)
     record = None
     # a run that failed validation is no measurement: it never becomes the baseline

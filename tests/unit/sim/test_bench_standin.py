@@ -227,3 +227,74 @@ def test_transferbench_a2a_mode_prints_what_the_transferbench_parser_reads():
     assert refused.returncode == 2 and "a2a" in refused.stderr
     with pytest.raises(standin.StandinError, match="no TransferBench a2a figure is modelled for mi210"):
         standin.render_a2a("n1", "mi210")
+
+
+# --- rank mode: the binding and governor models (the module's and the integration tests run it under launchers) ------
+
+@pytest.fixture(scope="module")
+def two_numa_tree(tmp_path_factory):
+    sys.path.insert(0, os.path.join(REPO, "sim"))
+    import sysroot as simsys  # noqa: E402 - sim/ is not a package
+
+    root = tmp_path_factory.mktemp("standin-2numa")
+    simsys.build("mi300x-8gpu-2cpu-2numa", str(root), force=True)
+    return str(root)
+
+
+def test_node_model_reads_the_gpus_numa_nodes_cpus_and_governors(two_numa_tree):
+    model = standin.node_model(two_numa_tree)
+    assert model["gpu_numa"] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert model["cpu_node"] == {0: 0, 1: 1}
+    assert model["governor"] == {0: "schedutil", 1: "schedutil"}
+    assert standin.node_model(os.path.join(two_numa_tree, "absent")) == {"gpu_numa": [], "cpu_node": {},
+                                                                         "governor": {}}
+
+
+def test_ranks_off_their_gpus_numa_node_run_slower_and_a_slow_governor_adds_latency(two_numa_tree):
+    model = standin.node_model(two_numa_tree)
+    unbound = [{"rank": r, "gpu": r, "cpus": [0, 1]} for r in range(8)]
+    bound = [{"rank": r, "gpu": r, "cpus": [r // 4]} for r in range(8)]
+    wrong = [{"rank": r, "gpu": r, "cpus": [1 - r // 4]} for r in range(8)]
+    assert standin.rank_factors(unbound, model)[:2] == (0.8, standin.GOVERNOR_LATENCY)
+    assert standin.rank_factors(wrong, model)[0] == pytest.approx(1 - standin.CROSS_NUMA_PENALTY)
+    model["governor"] = {0: "performance", 1: "performance"}
+    bandwidth, latency, why = standin.rank_factors(bound, model)
+    assert (bandwidth, latency, why) == (1.0, 1.0, [])
+    assert standin.rank_factors(unbound, model)[2] == ["rank 0: GPU 0 on NUMA node 0, 1 of its 2 CPUs elsewhere"]
+
+
+def test_launcher_rank_reads_open_mpi_and_slurm_and_needs_a_job_id():
+    assert standin.launcher_rank({}) is None
+    assert standin.launcher_rank({"OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "0"}) is None
+    assert standin.launcher_rank({"OMPI_COMM_WORLD_SIZE": "8", "OMPI_COMM_WORLD_RANK": "3",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK": "3", "PMIX_NAMESPACE": "prterun-x-1@1"}) == {
+        "size": 8, "rank": 3, "local_rank": 3, "job": "prterun-x-1@1"}
+    assert standin.launcher_rank({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "7",
+                                  "SLURM_STEP_ID": "1"})["job"] == "7.1"
+    with pytest.raises(standin.StandinError, match="job id"):
+        standin.launcher_rank({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"})
+
+
+def test_rank_zero_gathers_every_rank_and_names_the_missing_one(tmp_path):
+    me = {"size": 2, "rank": 1, "local_rank": 1, "job": "j"}
+    assert standin.rendezvous(me, {"rank": 1, "gpu": 1}, str(tmp_path / "r")) is None
+    ranks = standin.rendezvous(dict(me, rank=0), {"rank": 0, "gpu": 0}, str(tmp_path / "r"))
+    assert [r["gpu"] for r in ranks] == [0, 1] and not (tmp_path / "r").exists()
+    with pytest.raises(standin.StandinError, match=r"rank\(s\) 1 did not report within 0 s"):
+        standin.rendezvous(dict(me, rank=0), {"rank": 0, "gpu": 0}, str(tmp_path / "s"), timeout=0)
+
+
+def test_eight_ranks_under_a_launcher_print_one_run_from_rank_zero(two_numa_tree):
+    procs = []
+    for rank in range(8):
+        env = dict(os.environ, OMPI_COMM_WORLD_SIZE="8", OMPI_COMM_WORLD_RANK=str(rank),
+                   OMPI_COMM_WORLD_LOCAL_RANK=str(rank), PMIX_NAMESPACE="unit-%d" % os.getpid(),
+                   TOPOTUNE_GPU=str(7 - rank))
+        procs.append(subprocess.Popen([sys.executable, SCRIPT, "--sysroot", two_numa_tree, "-b", "8", "-e", "1M",
+                                       "-g", "1"], env=env, stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8 and all(out == "" for out in outs[1:])
+    parsed = parse_perf(outs[0], "stand-in")
+    assert parsed["n_ranks"] == 8 and parsed["params"]["nGpus"] == 1
+    # each rank prints the GPU topotune-bind gave it
+    assert [r["device"] for r in parsed["ranks"]] == list(range(7, -1, -1))

@@ -514,3 +514,32 @@ def test_collective_section_names_each_excluded_host_with_its_evidence(tmp_path)
     assert "collective" not in list(load_report_dir(str(tmp_path))["hosts"])  # never a host of its own
     (tmp_path / "collective" / "acceptance.json").write_text("{}")
     assert "not a collective record" in render_report(load_report_dir(str(tmp_path)))
+
+
+def test_binding_plans_and_the_baseline_are_shown(tmp_path, models):
+    """The article's comparison in the benchmark section: one row per plan in run order, and the baseline verdict."""
+    from ansible_collections.topotune.instinct.plugins.module_utils.bench.compare import compare_plans, figures
+
+    doc = _benchmark("n1", models["mi250x-8gcd"])
+    fig = figures(doc["result"])
+    slow = dict(fig, busbw=round(fig["busbw"] * 0.8, 2), sizes={
+        size: {"busbw": round(cell["busbw"] * 0.8, 2), "time_us": cell["time_us"] / 0.8}
+        for size, cell in fig["sizes"].items()})
+    runs = {"none": {"figures": slow}, "numa": {"figures": fig}, "l3": {"error": "mpirun: <b>not found</b>"}}
+    doc["binding"] = {"runs": [dict(plan=plan, cmd=["mpirun", "-np", "8"], **({"figures": run.get("figures")}
+                                                                            if "figures" in run else run))
+                               for plan, run in runs.items()],
+                      "comparison": compare_plans(runs, deployed="l3")}
+    doc["baseline"] = {"status": "improved", "reason": "against the baseline of 2026-12-07: busbw at 8 GiB +25.0 %",
+                       "delta": {"busbw_pct": 25.0, "time_pct": -20.0, "small_time_pct": -1.0},
+                       "baseline": {"recorded_at": "2026-12-07"}, "stored": True}
+    _write(os.path.join(str(tmp_path), "benchmark", "n1.json"), doc)
+    _write(os.path.join(str(tmp_path), "topology", "n1.json"), models["mi250x-8gcd"])
+    page = render_report(load_report_dir(str(tmp_path)))
+    section = _node(page, "n1")
+    plans = section.split("Binding plans")[1]
+    assert plans.index("<td>none</td><td>8 GiB</td>") < plans.index(">numa (best)<") < plans.index(">l3 (deployed)<")
+    assert "numa: busbw at 8 GiB +25.0 % over no binding (254.13 -&gt; 317.66 GB/s" in plans
+    assert "mpirun: &lt;b&gt;not found&lt;/b&gt;" in plans
+    assert 'class="st-pass">improved<' in section and "This run is now the node's baseline" in section
+    assert "317.66 GB/s peak" not in page and ", improved vs baseline" in page
