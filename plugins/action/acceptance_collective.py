@@ -5,7 +5,7 @@ host: ``run_once``, ``delegate_to``), judged against the cluster criterion; when
 (plugin_utils/acceptance/isolation.py) run by run until the hosts responsible are found.
 
 Each run is ``ansible.builtin.command`` (argv, no shell) on the launcher, under coreutils ``timeout``; the argv comes
-from the template of knowledge/acceptance.yml ``collective`` (plugin_utils/acceptance/collective.py). The hostfile
+from the template of knowledge/acceptance.yml ``collective`` (module_utils/acceptance/launcher.py). The hostfile
 (when the template names ``{hostfile}``) is written per run into a temporary directory on the launcher and removed
 at the end. Check mode runs nothing.
 """
@@ -17,6 +17,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.topotune.instinct.plugins.module_utils.acceptance import launcher as la
 from ansible_collections.topotune.instinct.plugins.module_utils.bench.rccl import RcclParseError, parse_perf
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.plugin_utils.acceptance import collective as co
@@ -29,7 +30,7 @@ from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge i
 
 SPEC = {
     "hosts": {"type": "list", "elements": "str", "required": True},
-    "template": {"type": "str", "default": "mpirun", "choices": list(co.KINDS)},
+    "template": {"type": "str", "default": "mpirun", "choices": list(la.KINDS)},
     "command": {"type": "list", "elements": "str", "default": []},
     "ppn": {"type": "int"},
     "binary": {"type": "str"},
@@ -82,13 +83,13 @@ class ActionModule(ActionBase):
         if ctx["needs_hostfile"]:
             hostfile = "%s/hostfile-%d" % (ctx["dir"], index)
             wrote = self._command(["dd", "of=%s" % hostfile, "status=none"],
-                                  stdin=co.hostfile_text(names, ctx["ppn"], ctx["hostfile_line"]))
+                                  stdin=la.hostfile_text(names, ctx["ppn"], ctx["hostfile_line"]))
             if wrote.get("rc") != 0:
-                argv = co.build_argv(ctx["template"], names, ctx["ppn"], ctx["binary"], ctx["bind"], hostfile,
+                argv = la.build_argv(ctx["template"], names, ctx["ppn"], ctx["binary"], ctx["bind"], hostfile,
                                      ctx["export"])
                 return co.run_entry(hosts, argv, "unknown", "the hostfile %s could not be written on the launcher: %s"
                                     % (hostfile, _first_line(wrote.get("stderr") or wrote.get("msg"))))
-        argv = co.build_argv(ctx["template"], names, ctx["ppn"], ctx["binary"], ctx["bind"], hostfile, ctx["export"])
+        argv = la.build_argv(ctx["template"], names, ctx["ppn"], ctx["binary"], ctx["bind"], hostfile, ctx["export"])
         limit = ctx["timeout"]
         started = time.monotonic()
         ran = self._command((["timeout", "--kill-after=30", str(limit)] if limit else []) + argv)
@@ -117,20 +118,20 @@ class ActionModule(ActionBase):
             raise ValueError("no multi-node criterion for GPU generation %r (AMD's network page gives %s); give "
                              "criterion: {busbw_gbs: N}" % (args["generation"] or "unknown", figures or "none"))
         ctx = {
-            "template": co.template_argv(knowledge, args["template"], args["command"] or None),
+            "template": la.template_argv(knowledge, args["template"], args["command"] or None),
             "ppn": args["ppn"] or knowledge.get("ppn") or 8,
             "binary": args["binary"] or knowledge.get("binary") or "all_reduce_perf",
             "bind": args["bind"], "export": args["export"], "criterion": criterion, "timeout": args["timeout"],
             "hostnames": args["hostnames"], "hostfile_line": knowledge.get("hostfile_line") or "{host} slots={ppn}",
         }
-        ctx["needs_hostfile"] = co.needs_hostfile(ctx["template"])
+        ctx["needs_hostfile"] = la.needs_hostfile(ctx["template"])
         co.mpi_names(hosts, ctx["hostnames"])
         delegated = getattr(self._task, "delegate_to", None)
         launcher = delegated if isinstance(delegated, str) and delegated else self._vars.get("inventory_hostname")
         common = {"template": args["template"], "launcher": launcher,
                   "hostnames": {h: n for h, n in ctx["hostnames"].items() if h in hosts}}
         if self._task.check_mode:
-            argv = co.build_argv(ctx["template"], co.mpi_names(hosts, ctx["hostnames"]), ctx["ppn"], ctx["binary"],
+            argv = la.build_argv(ctx["template"], co.mpi_names(hosts, ctx["hostnames"]), ctx["ppn"], ctx["binary"],
                                  ctx["bind"], "<hostfile>" if ctx["needs_hostfile"] else None, ctx["export"])
             full = co.run_entry(hosts, argv, "skipped", "check mode: nothing run (would run: %s)" % " ".join(argv))
             return co.summary(hosts, criterion, full, check_mode=True, **common)

@@ -94,19 +94,22 @@ def delta(reference, other):
     out.update(busbw_pct=out["sizes"][key]["busbw_pct"], time_pct=out["sizes"][key]["time_pct"])
     limit = SIGNIFICANT * 100.0
     busbw, small_time = out["busbw_pct"] or 0.0, out["small_time_pct"]
+    said = "busbw at %s %s" % (_gib(reference["size"]), _signed(busbw))
     if abs(busbw) >= limit:
         out["verdict"] = "better" if busbw > 0 else "worse"
-        out["reason"] = "busbw at %s %+.1f %%" % (_gib(reference["size"]), busbw)
+        out["reason"] = said
     elif small_time is not None and abs(small_time) >= limit:
         out["verdict"] = "better" if small_time < 0 else "worse"
-        out["reason"] = "busbw at %s %+.1f %% (within %d %%); small-message time %+.1f %%" % (
-            _gib(reference["size"]), busbw, limit, small_time)
+        out["reason"] = "%s (within %d %%); small-message time %s" % (said, limit, _signed(small_time))
     else:
         out["verdict"] = "same"
-        out["reason"] = "busbw at %s %+.1f %%%s: within %d %%" % (
-            _gib(reference["size"]), busbw, "" if small_time is None else ", small-message time %+.1f %%" % small_time,
-            limit)
+        out["reason"] = "%s%s: within %d %%" % (
+            said, "" if small_time is None else ", small-message time %s" % _signed(small_time), limit)
     return out
+
+
+def _signed(pct):
+    return "%+.1f %%" % float(pct)
 
 
 def compare_plans(runs, deployed=None):
@@ -136,9 +139,9 @@ def compare_plans(runs, deployed=None):
             "no binding" if reference == "none" else reference, SIGNIFICANT * 100, _gib(base["size"])))
     else:
         d = out["deltas"][best]
-        words.append("%s: %s over %s (%.2f -> %.2f GB/s, %s)" % (
-            best, d["reason"], "no binding" if reference == "none" else reference, base["busbw"],
-            runs[best]["figures"]["busbw"], _time_words(base, runs[best]["figures"])))
+        words.append("%s: %s over %s (%s -> %s GB/s, %s)" % (
+            best, d["reason"], "no binding" if reference == "none" else reference, _gbs(base["busbw"]),
+            _gbs(runs[best]["figures"]["busbw"]), _time_words(base, runs[best]["figures"])))
     if deployed and deployed in measured and best and deployed != best:
         d = delta(runs[deployed]["figures"], runs[best]["figures"])
         if d["verdict"] == "better":
@@ -147,10 +150,14 @@ def compare_plans(runs, deployed=None):
     return out
 
 
+def _gbs(value):
+    return "%.2f" % float(value)
+
+
 def _time_words(a, b):
     if not a.get("time_us") or not b.get("time_us"):
         return "time n/a"
-    return "time %.0f -> %.0f us" % (a["time_us"], b["time_us"])
+    return "time %d -> %d us" % (round(float(a["time_us"])), round(float(b["time_us"])))
 
 
 def baseline_record(host, figures_, recorded_at, cmd=(), plans=None):

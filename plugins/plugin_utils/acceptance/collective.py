@@ -1,14 +1,13 @@
-"""Multi-node collectives: the argv of one rccl-tests run over a host list, the hostfile, the cluster criterion and
-the summary record (``collective/acceptance.json``) of a full-cluster run and the bad-node isolation after it.
+"""Multi-node collectives: the MPI names of the hosts, the cluster criterion and the summary record
+(``collective/acceptance.json``) of a full-cluster run and the bad-node isolation after it.
 
 Controller only, standard library, no Ansible imports, nothing run here: the action plugin
 (``plugins/action/acceptance_collective.py``) runs the argv on the launcher host, parses the output (``parse_perf``),
-judges it (``isolation.judge_run``) and drives ``isolation.Isolation`` when the full run fails.
+judges it (``isolation.judge_run``) and drives ``isolation.Isolation`` when the full run fails. The argv of a run and
+its hostfile come from ``module_utils/acceptance/launcher.py`` (the benchmark's binding comparison uses them too).
 
 Public API:
 
-``KINDS``, ``template_argv``, ``build_argv``, ``needs_hostfile``, ``hostfile_text``
-    From ``module_utils/acceptance/launcher.py`` (the argv templates; the benchmark's comparison uses them too).
 ``mpi_names(hosts, hostnames=None)``
     The names MPI reaches for inventory ``hosts`` (``hostnames`` maps inventory name to that name; others as they
     are). ValueError when two hosts map to one name.
@@ -27,14 +26,6 @@ The policy (``knowledge/acceptance.yml`` ``collective.criterion``): AMD's networ
 (MI300X) and 350 GB/s (MI350X, MI355X) all_reduce "for a two node cluster" without a size or column; it is read as the
 single-node criterion reads the same figure: the in-place busbw of the 8 GiB row, for any number of nodes.
 """
-
-from ansible_collections.topotune.instinct.plugins.module_utils.acceptance.launcher import (  # noqa: F401 (re-exported)
-    KINDS,
-    build_argv,
-    hostfile_text,
-    needs_hostfile,
-    template_argv,
-)
 
 SCHEMA_VERSION = 1
 

@@ -15,6 +15,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.topotune.instinct.plugins.action import acceptance_collective
+from ansible_collections.topotune.instinct.plugins.module_utils.acceptance import launcher as la
 from ansible_collections.topotune.instinct.plugins.plugin_utils.acceptance import collective as co
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import load_knowledge
 
@@ -25,44 +26,44 @@ HOSTS = ["n%02d" % i for i in range(1, 9)]
 
 
 def test_mpirun_template_names_the_hostfile_ranks_per_node_and_the_wrapper():
-    template = co.template_argv(KNOWLEDGE, "mpirun")
-    assert co.needs_hostfile(template)
-    argv = co.build_argv(template, ["a", "b"], ppn=8, bind="/usr/local/bin/topotune-bind", hostfile="/tmp/x/hf",
+    template = la.template_argv(KNOWLEDGE, "mpirun")
+    assert la.needs_hostfile(template)
+    argv = la.build_argv(template, ["a", "b"], ppn=8, bind="/usr/local/bin/topotune-bind", hostfile="/tmp/x/hf",
                          export=["NCCL_IB_HCA"])
     assert argv == ["mpirun", "--hostfile", "/tmp/x/hf", "-np", "16", "--map-by", "ppr:8:node", "--bind-to", "none",
                     "-x", "NCCL_IB_HCA", "/usr/local/bin/topotune-bind", "all_reduce_perf", "-b", "8", "-e", "8G",
                     "-f", "2", "-g", "1"]
     # no wrapper, nothing exported: the words are left out
-    bare = co.build_argv(template, ["a", "b", "c"], ppn=4, bind="", hostfile="/h", binary="/opt/rccl-tests/all_reduce_perf")
+    bare = la.build_argv(template, ["a", "b", "c"], ppn=4, bind="", hostfile="/h", binary="/opt/rccl-tests/all_reduce_perf")
     assert bare[:9] == ["mpirun", "--hostfile", "/h", "-np", "12", "--map-by", "ppr:4:node", "--bind-to", "none"]
     assert bare[9] == "/opt/rccl-tests/all_reduce_perf"
     with pytest.raises(ValueError, match="no hostfile"):
-        co.build_argv(template, ["a", "b"])
+        la.build_argv(template, ["a", "b"])
 
 
 def test_srun_template_names_the_nodes_and_needs_no_hostfile():
-    template = co.template_argv(KNOWLEDGE, "srun")
-    assert not co.needs_hostfile(template)
-    assert co.build_argv(template, ["a", "b"], ppn=8, bind="topotune-bind") == [
+    template = la.template_argv(KNOWLEDGE, "srun")
+    assert not la.needs_hostfile(template)
+    assert la.build_argv(template, ["a", "b"], ppn=8, bind="topotune-bind") == [
         "srun", "-N", "2", "--nodelist=a,b", "--ntasks-per-node=8", "--gpus-per-node=8", "--cpu-bind=none",
         "topotune-bind", "all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
 
 
 def test_command_template_is_the_users_and_placeholders_are_checked():
-    assert co.build_argv(co.template_argv(KNOWLEDGE, "command"), ["a", "b"], ppn=8) == [
+    assert la.build_argv(la.template_argv(KNOWLEDGE, "command"), ["a", "b"], ppn=8) == [
         "all_reduce_perf", "--hosts", "a,b", "-g", "8", "-b", "8", "-e", "8G", "-f", "2"]
     mine = ["run.sh", "{nodes}x{ppn}", "{hosts}"]
-    assert co.build_argv(co.template_argv(KNOWLEDGE, "mpirun", mine), ["a", "b"], ppn=2) == ["run.sh", "2x2", "a,b"]
+    assert la.build_argv(la.template_argv(KNOWLEDGE, "mpirun", mine), ["a", "b"], ppn=2) == ["run.sh", "2x2", "a,b"]
     with pytest.raises(ValueError, match=r"unknown placeholder \{host\}"):
-        co.template_argv(KNOWLEDGE, "command", ["x", "{host}"])
+        la.template_argv(KNOWLEDGE, "command", ["x", "{host}"])
     with pytest.raises(ValueError, match=r"\{bind\} must be a word of its own"):
-        co.template_argv(KNOWLEDGE, "command", ["x", "--wrap={bind}"])
+        la.template_argv(KNOWLEDGE, "command", ["x", "--wrap={bind}"])
     with pytest.raises(ValueError, match="not one of"):
-        co.template_argv(KNOWLEDGE, "pdsh")
+        la.template_argv(KNOWLEDGE, "pdsh")
 
 
 def test_hostfile_text_and_mpi_names():
-    assert co.hostfile_text(["a", "b"], 8) == "a slots=8\nb slots=8\n"
+    assert la.hostfile_text(["a", "b"], 8) == "a slots=8\nb slots=8\n"
     assert co.mpi_names(["n1", "n2"], {"n1": "n1-ib.cluster"}) == ["n1-ib.cluster", "n2"]
     assert co.short_name("n1-ib.cluster") == "n1-ib"
     with pytest.raises(ValueError, match="both map to x"):

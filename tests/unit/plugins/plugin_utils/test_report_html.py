@@ -526,9 +526,7 @@ def test_binding_plans_and_the_baseline_are_shown(tmp_path, models):
         size: {"busbw": round(cell["busbw"] * 0.8, 2), "time_us": cell["time_us"] / 0.8}
         for size, cell in fig["sizes"].items()})
     runs = {"none": {"figures": slow}, "numa": {"figures": fig}, "l3": {"error": "mpirun: <b>not found</b>"}}
-    doc["binding"] = {"runs": [dict(plan=plan, cmd=["mpirun", "-np", "8"], **({"figures": run.get("figures")}
-                                                                            if "figures" in run else run))
-                               for plan, run in runs.items()],
+    doc["binding"] = {"runs": [dict(run, plan=plan, cmd=["mpirun", "-np", "8"]) for plan, run in runs.items()],
                       "comparison": compare_plans(runs, deployed="l3")}
     doc["baseline"] = {"status": "improved", "reason": "against the baseline of 2026-12-07: busbw at 8 GiB +25.0 %",
                        "delta": {"busbw_pct": 25.0, "time_pct": -20.0, "small_time_pct": -1.0},
