@@ -1,4 +1,4 @@
-"""Rolling reboots (playbooks/reboot.yml, docs/fleet-reboots.md) on simulated nodes, drained through a real Slurm.
+"""Rolling reboots (playbooks/reboot.yml, docs/scheduler.md) on simulated nodes, drained through a real Slurm.
 
 Three nodes, started once for the file (light profile):
 

@@ -43,7 +43,7 @@ OPTIONS = {
         "description": [
             "Write the node's topology and check labels (GPU generation and count, compute and memory partition "
             "mode, xGMI hives, NUMA nodes, checks passing and failing count, topotune version) as a Node Feature "
-            "Discovery local feature file (C(docs/fleet-reboots.md), \"Node Feature Discovery\").",
+            "Discovery local feature file (C(docs/scheduler.md), \"Node Feature Discovery\").",
             "Off by default: only nodes running nfd-worker need it.",
         ],
     },

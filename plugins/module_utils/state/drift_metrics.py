@@ -25,6 +25,9 @@ Public API (standard library only, Python 3.8+):
 ``build_config(options, knowledge_file)``
     The checker's configuration (what ``load_config`` reads) from the variables of role ``drift_exporter`` without
     their ``drift_exporter_`` prefix; raises ``CheckerError`` naming each wrong variable, its value and the fix.
+``platform_results(config)``
+    ``(results, generation)`` of the platform checks on this node: what the metrics export and what
+    ``healthcheck.py`` (Slurm's HealthCheckProgram) judges.
 ``check_options(config)``, ``OVERRIDES``
     The platform check options a check runs with: what role platform_checks recorded on the node
     (``platform_checks.RECORD``), overridden by the ``drift_exporter_*`` variables of ``OVERRIDES`` that differ from
@@ -195,7 +198,9 @@ def check_options(config):
     return options
 
 
-def _platform_stage(config):
+def platform_results(config):
+    """``(results, generation)``: the platform checks of this node as the drift check runs them (its data, the options
+    role platform_checks recorded, the pending kernel parameters); topotune-healthcheck judges the same results."""
     knowledge_path = config["knowledge"]
     try:
         with open(knowledge_path, encoding="utf-8") as handle:
@@ -208,8 +213,11 @@ def _platform_stage(config):
     options = check_options(config)
     options["pending_cmdline"] = _pending(config)[0]
     facts = gather(config["sysroot"])
-    results = run_checks(facts, knowledge, options)
-    generation = node_identity(facts, knowledge, options)["generation"]
+    return run_checks(facts, knowledge, options), node_identity(facts, knowledge, options)["generation"]
+
+
+def _platform_stage(config):
+    results, generation = platform_results(config)
     counts = {status: 0 for status in STATUSES}
     for item in results:
         counts[item["status"]] = counts.get(item["status"], 0) + 1

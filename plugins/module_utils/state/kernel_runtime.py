@@ -218,7 +218,7 @@ OPTIONS = {
                     "own reboots them regardless.",
                     "The role never reboots: it records a pending reboot on the node "
                     "(C(/etc/topotune/reboot-pending.json)) and C(playbooks/reboot.yml) reboots in batches "
-                    "(C(docs/fleet-reboots.md)).",
+                    "(C(docs/scheduler.md)).",
                 ],
                 "role": {"entries": ("reboot_pending",)},
             },

@@ -14,9 +14,11 @@ data and configuration, and its units, as the one ``managed_files`` call of the 
     ``options``: the role's variables without the ``drift_exporter_`` prefix, checked and turned into the checker's
     configuration by ``module_utils/state/drift_metrics.py`` ``build_config`` (``CheckerError`` naming the variable);
     ``knowledge``: ``{gpu_generations, <each CHECK_TABLES file>}`` (the platform checks' data, as role
-    ``platform_checks`` passes it: ``plugin_utils/core/knowledge.py`` ``CHECK_TABLES``); ``contents``: the rendered
-    ``script``, ``service`` and ``timer``; ``paths``: the role's constants (``package``, ``knowledge``, ``config``,
-    ``script``, ``service``, ``timer``, ``timer_link``).
+    ``platform_checks`` passes it: ``plugin_utils/core/knowledge.py`` ``CHECK_TABLES``) and ``scheduler`` (the health
+    check's draining checks); ``contents``: the rendered ``script``, ``service``, ``timer`` and ``healthcheck_script``;
+    ``paths``: the role's constants (``package``, ``knowledge``, ``config``, ``script``, ``service``, ``timer``,
+    ``timer_link``, ``healthcheck_script``, ``healthcheck_config``, ``healthcheck_log``). With ``slurm_healthcheck`` the
+    Slurm health check program and its configuration are among the files, else they are removed.
     Returns ``{"files", "links", "config", "modules"}``.
 """
 
@@ -29,7 +31,7 @@ import os
 
 from ansible_collections.topotune.instinct.plugins.module_utils.checks import platform_checks
 from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
-from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
+from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics, healthcheck
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import CHECK_TABLES
 
 
@@ -102,7 +104,33 @@ OPTIONS = {
         "description": "Enable and start the timer; C(false) installs only and stops it (the check can still be run by "
                        "hand, and then exports interval 0, which alert C(TopotuneDriftCheckTimerOff) reports).",
     },
+    "slurm_healthcheck": {
+        "type": "bool", "default": False,
+        "description": [
+            "Also install C(/usr/local/sbin/topotune-healthcheck), Slurm's C(HealthCheckProgram): the same platform "
+            "checks, and the node drained through C(scontrol) with a reason starting C(topotune:) when a draining check "
+            "fails, resumed only when topotune drained it and its checks pass again; an administrator's or another "
+            "tool's drain is never touched (C(docs/scheduler.md)). C(false) removes it.",
+            "Then set in slurm.conf C(HealthCheckProgram=/usr/local/sbin/topotune-healthcheck), "
+            "C(HealthCheckInterval) (seconds) and C(HealthCheckNodeState=ANY) (the default: a drained node must be "
+            "checked to be resumed).",
+        ],
+    },
+    "healthcheck_timeout_seconds": {
+        "type": "int", "default": 45,
+        "description": "Seconds the health check's platform checks may take (1 to 55; Slurm kills the program at 60): a "
+                       "check still running then is killed and nothing changes on the node.",
+    },
+    "healthcheck_drain": {
+        "type": "list", "elements": "str", "default": [],
+        "description": "Platform check ids whose C(fail) drains the node; empty (the default) for "
+                       "C(knowledge/scheduler.yml) C(healthcheck.drain) (uncorrectable ECC, retired pages over the "
+                       "driver's threshold, a missing GPU, an xGMI link down, fatal PCIe errors, amdgpu's fatal kernel "
+                       "log lines).",
+    },
 }
+# the variables of the Slurm health check program, apart from the drift check's configuration
+HEALTHCHECK_OPTIONS = ("slurm_healthcheck", "healthcheck_timeout_seconds", "healthcheck_drain")
 OPTIONS.update((name, _override(name)) for name in drift_metrics.OVERRIDES)
 
 # plugins/module_utils, the root of the shipped package (drift_metrics is in its state/ sub-package)
@@ -147,7 +175,32 @@ def shipped_packages(modules):
     return sorted({os.path.dirname(name) for name in modules})
 
 
+def _healthcheck_files(options, knowledge, contents, paths):
+    """The health check program and its configuration, present or absent (``slurm_healthcheck``)."""
+    wanted = options.get("slurm_healthcheck", False)
+    if not isinstance(wanted, bool):
+        raise TopotuneError("drift_exporter: invalid input. drift_exporter_slurm_healthcheck must be true or false, "
+                            "got %r" % (wanted,))
+    if not wanted:
+        return [{"path": paths[key], "state": "absent"} for key in ("healthcheck_script", "healthcheck_config")]
+    policy = (knowledge.get("scheduler") or {}).get("healthcheck") or {}
+    drain = list(options.get("healthcheck_drain") or [c["check"] for c in policy.get("drain") or []])
+    try:
+        config = healthcheck.build_config(paths["config"], drain, options.get("healthcheck_timeout_seconds", 45),
+                                          paths["healthcheck_log"],
+                                          prefix=policy.get("reason_prefix") or healthcheck.REASON_PREFIX)
+    except healthcheck.HealthcheckError as err:
+        raise TopotuneError("drift_exporter: invalid input. drift_exporter_healthcheck_%s" % str(err).replace(
+            "drain checks", "drain: drain checks")) from None
+    return [{"path": paths["healthcheck_config"], "mode": "0644",
+             "content": json.dumps(config, indent=4, sort_keys=True, separators=(",", ": "))},
+            {"path": paths["healthcheck_script"], "mode": "0755", "validate": "/usr/bin/python3 -m py_compile %s",
+             "content": contents["healthcheck_script"]}]
+
+
 def plan(options, knowledge, contents, paths):
+    options = dict(options)
+    hc_options = {name: options.pop(name) for name in HEALTHCHECK_OPTIONS if name in options}
     config = drift_metrics.build_config(options, paths["knowledge"])
     missing = [name for name in ("gpu_generations",) + CHECK_TABLES if name not in (knowledge or {})]
     if missing:
@@ -155,7 +208,7 @@ def plan(options, knowledge, contents, paths):
                             % (", ".join(missing), ", ".join(CHECK_TABLES)))
     checks = dict(knowledge["gpu_generations"])
     checks.update((name, knowledge[name]) for name in CHECK_TABLES)
-    modules = shipped_modules()
+    modules = sorted(set(shipped_modules()) | set(shipped_modules("state/healthcheck")))
     files = [{"path": paths["package"] + "/__init__.py", "mode": "0644", "content": PACKAGE_INIT}]
     files.extend({"path": "%s/%s/__init__.py" % (paths["package"], package), "mode": "0644",
                   "content": _read(package + "/__init__", MODULE_UTILS)} for package in shipped_packages(modules))
@@ -171,6 +224,7 @@ def plan(options, knowledge, contents, paths):
         {"path": paths["service"], "mode": "0644", "content": contents["service"]},
         {"path": paths["timer"], "mode": "0644", "content": contents["timer"]},
     ])
+    files.extend(_healthcheck_files(hc_options, knowledge, contents, paths))
     # the timer is enabled by the timers.target.wants link `systemctl enable` would create (WantedBy=timers.target);
     # the configuration's interval is 0 exactly when the timer is off
     links = [{"path": paths["timer_link"], "src": paths["timer"],

@@ -13,6 +13,7 @@ import sys
 import pytest
 import yaml
 
+from ansible_collections.topotune.instinct.plugins.module_utils.core.errors import TopotuneError
 from ansible_collections.topotune.instinct.plugins.module_utils.state import drift_metrics
 from ansible_collections.topotune.instinct.plugins.module_utils.state.managed_state import build_manifest, dumps
 from ansible_collections.topotune.instinct.plugins.plugin_utils.core.knowledge import CHECK_TABLES, load_knowledge
@@ -222,16 +223,24 @@ PATHS = {"package": "/usr/local/lib/topotune/topotune_node", "knowledge": "/usr/
          "config": "/etc/topotune/drift-exporter/config.json", "script": "/usr/local/sbin/topotune-drift-check",
          "service": "/etc/systemd/system/topotune-drift-check.service",
          "timer": "/etc/systemd/system/topotune-drift-check.timer",
-         "timer_link": "/etc/systemd/system/timers.target.wants/topotune-drift-check.timer"}
+         "timer_link": "/etc/systemd/system/timers.target.wants/topotune-drift-check.timer",
+         "healthcheck_script": "/usr/local/sbin/topotune-healthcheck",
+         "healthcheck_config": "/etc/topotune/healthcheck.json", "healthcheck_log": "/var/log/topotune/healthcheck.log"}
 
 
 def _plan(**over):
+    return _plan_with({}, **over)
+
+
+def _plan_with(extra_knowledge, **over):
     from ansible_collections.topotune.instinct.plugins.plugin_utils.fleet.drift_exporter import plan
 
     knowledge = {name: {"generations": []} if name == "gpu_generations" else {"name": name}
                  for name in ("gpu_generations",) + CHECK_TABLES}
+    knowledge.update(extra_knowledge)
     return plan(dict(OPTIONS, **over), knowledge, {"script": "#!/usr/bin/python3 -I\n", "service": "[Unit]\n",
-                                                   "timer": "[Timer]\n"}, PATHS)
+                                                   "timer": "[Timer]\n", "healthcheck_script": "# healthcheck\n"},
+                PATHS)
 
 
 def test_the_shipped_package_imports_on_its_own(tmp_path):
@@ -245,6 +254,7 @@ def test_the_shipped_package_imports_on_its_own(tmp_path):
         target.write_text(item["content"])
     names = sorted(os.path.relpath(f["path"], PATHS["package"])[:-3] for f in shipped)
     assert "__init__" in names and "state/drift_metrics" in names and "state/kernel_settings" in names
+    assert "state/healthcheck" in names  # Slurm's HealthCheckProgram, shipped with the check it runs
     assert "core/__init__" in names and "launch/render" not in names
     for item in shipped[1:]:
         source = os.path.join(REPO, "plugins", "module_utils", os.path.relpath(item["path"], PATHS["package"]))
@@ -254,6 +264,25 @@ def test_the_shipped_package_imports_on_its_own(tmp_path):
         tmp_path / "lib")
     proc = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=False, cwd=str(tmp_path))
     assert proc.returncode == 0 and proc.stdout.strip() == "topotune_node.state.drift_metrics", proc.stderr
+    probe = probe.replace("drift_metrics", "healthcheck")
+    proc = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=False, cwd=str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "topotune_node.state.healthcheck", proc.stderr
+
+
+def test_the_health_check_program_is_installed_only_when_asked():
+    off = {f["path"]: f for f in _plan()["files"]}
+    assert off[PATHS["healthcheck_script"]] == {"path": PATHS["healthcheck_script"], "state": "absent"}
+    assert off[PATHS["healthcheck_config"]]["state"] == "absent"
+    knowledge = {"scheduler": {"healthcheck": {"reason_prefix": "topotune:", "drain": [{"check": "gpu_ecc_errors"}]}}}
+    on = {f["path"]: f for f in _plan_with(knowledge, slurm_healthcheck=True, healthcheck_timeout_seconds=30)["files"]}
+    config = json.loads(on[PATHS["healthcheck_config"]]["content"])
+    assert config == {"drift_config": PATHS["config"], "drain": ["gpu_ecc_errors"], "timeout_seconds": 30,
+                      "log": PATHS["healthcheck_log"], "scontrol": "scontrol", "reason_prefix": "topotune:"}
+    assert on[PATHS["healthcheck_script"]]["mode"] == "0755" and "healthcheck" in on[PATHS["healthcheck_script"]]["content"]
+    with pytest.raises(TopotuneError, match="drift_exporter_healthcheck_timeout_seconds 60: 1 to 55 seconds"):
+        _plan_with(knowledge, slurm_healthcheck=True, healthcheck_timeout_seconds=60)
+    with pytest.raises(TopotuneError, match="drift_exporter_healthcheck_drain: drain checks"):
+        _plan_with(knowledge, slurm_healthcheck=True, healthcheck_drain=["ECC errors"])
 
 
 def test_the_plan_writes_the_configuration_the_checker_loads(tmp_path):
