@@ -150,8 +150,8 @@ def test_the_drill_matrix_has_no_wrong_resume_and_no_missed_drain(drill):
     wrong_resumes = [c for c, (drained, _r) in EXPECTED.items() if drained and not cells[c]["drained"]]
     missed_drains = [c for c, (drained, _r) in EXPECTED.items() if not drained and cells[c]["drained"]]
     wrong_reasons = [c for c, (_d, reason) in EXPECTED.items() if cells[c]["reason"] != reason]
-    table = "\n".join("%-9s %-5s %-12s %-45s %s" % (s, c, cells[(s, c)]["state"], cells[(s, c)]["reason"],
-                                                  cells[(s, c)]["log"][-110:]) for s, c in EXPECTED)
+    table = "\n".join("%-9s %-5s %-12s %-45s %s" % (
+        s, c, cells[(s, c)]["state"], cells[(s, c)]["reason"], cells[(s, c)]["log"][-110:]) for s, c in EXPECTED)
     assert (wrong_resumes, missed_drains, wrong_reasons) == ([], [], []), table
 
 

@@ -205,7 +205,7 @@ def main(argv=None):
         try:
             json.dump(_checks(args.config_of_drift), sys.stdout)
         except (TopotuneError, OSError, ValueError, KeyError, TypeError) as err:
-            print("%s: %s" % (type(err).__name__, err), file=sys.stderr)
+            sys.stderr.write("%s: %s\n" % (type(err).__name__, err))
             return 1
         return 0
     # slurmd sets SLURMD_NODENAME for its HealthCheckProgram (slurmd.c run_script_health_check); the log says which
@@ -215,7 +215,7 @@ def main(argv=None):
     try:
         config = load_config(args.config)
     except HealthcheckError as err:
-        print("topotune-healthcheck: %s" % err)
+        sys.stdout.write("topotune-healthcheck: %s\n" % err)
         return 0
     try:
         with open(args.config, encoding="utf-8") as lock:
@@ -230,5 +230,5 @@ def main(argv=None):
                 line = "none: %s" % err
             _log(config, "%s (%s) %s" % (node_name, named_by, line))
     except OSError as err:
-        print("topotune-healthcheck: %s" % err)
+        sys.stdout.write("topotune-healthcheck: %s\n" % err)
     return 0

@@ -3,10 +3,11 @@
 """Role drift_exporter's plan, on the controller (it reads the collection's own files): the checker's package, its
 data and configuration, and its units, as the one ``managed_files`` call of the role writes them.
 
-``shipped_modules(entry="state/drift_metrics")``, ``shipped_packages(modules)``
-    The ``plugins/module_utils`` files (``package/name``) the node-local checker imports: ``entry`` and every module
-    it imports through relative imports, transitively (read with ``ast``), and their sub-packages (each ships its
-    ``__init__.py``): what the node needs, no list to keep in step with the code.
+``shipped_modules(entries=ENTRIES)``, ``shipped_packages(modules)``
+    The ``plugins/module_utils`` files (``package/name``) the node-local programs import: the ``entries`` (the drift
+    check and Slurm's health check program) and every module they import through relative imports, transitively (read
+    with ``ast``), and their sub-packages (each ships its ``__init__.py``): what the node needs, no list to keep in step
+    with the code.
 ``OPTIONS``
     The role's variables, declared once (``module_utils/core/options.py``); its ``drift_exporter_<name>`` platform check
     overrides derived from ``platform_checks.OPTIONS``.
@@ -150,8 +151,12 @@ def _read(name, directory):
     return _source(path, info.st_mtime_ns, info.st_size)
 
 
-def shipped_modules(entry="state/drift_metrics", directory=MODULE_UTILS):
-    needed, todo = set(), [entry]
+# the node-local programs: topotune-drift-check and topotune-healthcheck
+ENTRIES = ("state/drift_metrics", "state/healthcheck")
+
+
+def shipped_modules(entries=ENTRIES, directory=MODULE_UTILS):
+    needed, todo = set(), list(entries)
     while todo:
         name = todo.pop()
         if name in needed:
@@ -208,7 +213,7 @@ def plan(options, knowledge, contents, paths):
                             % (", ".join(missing), ", ".join(CHECK_TABLES)))
     checks = dict(knowledge["gpu_generations"])
     checks.update((name, knowledge[name]) for name in CHECK_TABLES)
-    modules = sorted(set(shipped_modules()) | set(shipped_modules("state/healthcheck")))
+    modules = shipped_modules()
     files = [{"path": paths["package"] + "/__init__.py", "mode": "0644", "content": PACKAGE_INIT}]
     files.extend({"path": "%s/%s/__init__.py" % (paths["package"], package), "mode": "0644",
                   "content": _read(package + "/__init__", MODULE_UTILS)} for package in shipped_packages(modules))
