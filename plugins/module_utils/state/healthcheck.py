@@ -114,6 +114,8 @@ def build_config(drift_config, drain, timeout_seconds, log_path, scontrol="scont
     if not isinstance(drain, list) or not drain or not all(isinstance(d, str) and re.match(r"^[a-z0-9_]+$", d)
                                                            for d in drain):
         raise HealthcheckError("drain checks %r: a non-empty list of platform check ids" % (drain,))
+    # Slurm kills the program after 60 s (slurmd.c run_script_health_check: max_wait 60 * 1000 ms): the checks' own
+    # limit stays under it, so a hung read ends in "nothing changed" said here, not in a kill during an scontrol call
     if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int) or not 1 <= timeout_seconds <= 55:
         raise HealthcheckError("timeout_seconds %r: 1 to 55 seconds (Slurm kills the program at 60 s)"
                                % (timeout_seconds,))
