@@ -17,7 +17,8 @@ Public API (standard library only, Python 3.8+):
     ``results`` the platform checks' results (``id``, ``status``, ``observed``), ``drain`` the check ids whose
     ``fail`` drains (``knowledge/scheduler.yml``). A draining failure drains a node that is not drained, or re-words
     topotune's own drain; a node drained by anyone else (its reason does not start with ``prefix``) is left as it is;
-    a topotune drain is resumed only when no draining check fails and every check its reason names passes.
+    a topotune drain is resumed only when no draining check fails and every check its reason names passes (one that
+    names no check, such as a rolling reboot's, is left to what made it).
 ``main(argv=None)``
     ``topotune-healthcheck [--config PATH] [--node NAME] [--dry-run]``: lock, run the checks in a child process under
     the configured timeout, read the node from Slurm, decide, act, log one line. A check that does not finish in time,
@@ -99,13 +100,17 @@ def decide(results, node, drain, prefix=REASON_PREFIX):
     if not ours:
         return {"action": "none", "reason": None,
                 "why": "drained by someone else (%r): never resumed by topotune" % node["reason"]}
-    named = named_checks(node["reason"], prefix)
+    # only the checks the reason names: another topotune drain (a rolling reboot's "topotune: kernel parameters
+    # pending reboot") names none, and is left to the play that made it
+    named = [i for i in named_checks(node["reason"], prefix) if i in by_id or i in drain]
+    if not named:
+        return {"action": "none", "reason": None,
+                "why": "drained by topotune for something else (%r): left to what drained it" % node["reason"]}
     not_passing = [i for i in named if (by_id.get(i) or {}).get("status") != "pass"]
     if not_passing:
         return {"action": "none", "reason": None, "why": "kept drained: %s" % ", ".join(
             "%s is %s" % (i, (by_id.get(i) or {}).get("status", "not run")) for i in not_passing)}
-    return {"action": "resume", "reason": None,
-            "why": "every check of the drain passes again (%s)" % (", ".join(named) or "no check named")}
+    return {"action": "resume", "reason": None, "why": "every check of the drain passes again (%s)" % ", ".join(named)}
 
 
 # ------------------------------------------------------------------------------------------------ configuration

@@ -105,6 +105,9 @@ def test_topotune_drain_is_reworded_when_other_checks_fail_and_kept_while_its_ch
     # the check that drained it cannot be read now: unknown is no pass, the node stays drained
     kept = healthcheck.decide(_results(gpu_ecc_errors="unknown"), node, DRAIN)
     assert kept["action"] == "none" and "gpu_ecc_errors is unknown" in kept["why"]
+    # a rolling reboot's drain is topotune's too, but names no check: left to the reboot play
+    reboot = healthcheck.decide(_results(), _node("IDLE+DRAIN", "topotune: kernel parameters pending reboot"), DRAIN)
+    assert reboot["action"] == "none" and "for something else" in reboot["why"]
     # warn never drains; a non-draining check's fail never drains
     assert healthcheck.decide(_results(gpu_ecc_errors="warn"), _node(), DRAIN)["action"] == "none"
 
